@@ -1,0 +1,137 @@
+"""Shared test helpers: real git repos in tmp dirs and real `tilth` subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+GIT_ID = ["-c", "user.name=Test User", "-c", "user.email=test@example.com"]
+
+
+def git(repo: Path, *args: str) -> str:
+    out = subprocess.run(["git", *GIT_ID, *args], cwd=repo, check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, content in (files or {"README.md": "# sample\n"}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(content)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def task(task_id: str, title: str | None = None, **extra) -> dict:
+    return {
+        "id": task_id,
+        "title": title or f"Task {task_id}",
+        "description": f"Do {task_id}.",
+        "acceptance_criteria": [f"{task_id} is done"],
+        "status": "pending",
+        **extra,
+    }
+
+
+@dataclass
+class Sandbox:
+    root: Path
+    repo: Path
+    home: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def write_json(self, name: str, obj: object) -> Path:
+        path = self.root / name
+        path.write_text(json.dumps(obj, indent=2))
+        return path
+
+    def tilth(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tilth", *args], env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=timeout, cwd=self.root)
+
+    def start(self, session_id: str, plan: list[dict], scenario: dict | None = None, *extra: str,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        args = ["start", "--repo", str(self.repo), "--prd", str(self.write_json(f"{session_id}-prd.json", plan)),
+                "--id", session_id, "--backend", "scripted", "--foreground", *extra]
+        if scenario is not None:
+            args += ["--scenario", str(self.write_json(f"{session_id}-scenario.json", scenario))]
+        return self.tilth(*args, env=env)
+
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "tilth", *args], env={**self.env, **(env or {})},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.root)
+
+    def session_dir(self, session_id: str) -> Path:
+        return self.home / "sessions" / session_id
+
+    def worktree(self, session_id: str) -> Path:
+        return self.home / "worktrees" / session_id
+
+    def plan(self, session_id: str) -> list[dict]:
+        return json.loads((self.session_dir(session_id) / "prd.json").read_text())
+
+    def statuses(self, session_id: str) -> dict[str, str]:
+        return {t["id"]: t["status"] for t in self.plan(session_id)}
+
+    def progress(self, session_id: str) -> list[list[str]]:
+        text = (self.session_dir(session_id) / "progress.txt").read_text()
+        return [line.split("\t") for line in text.splitlines()]
+
+    def ledger(self, session_id: str, task_id: str) -> list[dict]:
+        path = self.session_dir(session_id) / "ledger" / f"{task_id}.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def events(self, session_id: str) -> list[dict]:
+        path = self.session_dir(session_id) / "events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def commits(self, session_id: str) -> list[dict]:
+        """Commits on session/<id> since main, oldest first, read with the git CLI."""
+        fmt = "%H%x1f%s%x1f%(trailers:key=Tilth-Task,valueonly,separator=)%x1f" \
+              "%(trailers:key=Tilth-Outcome,valueonly,separator=)%x1f%(trailers:key=Tilth-Iterations,valueonly,separator=)%x1e"
+        out = git(self.repo, "log", "--reverse", f"--format={fmt}", f"main..session/{session_id}")
+        rows = []
+        for record in out.split("\x1e"):
+            if record.strip():
+                sha, subject, task_id, outcome, iters = record.strip("\n").split("\x1f")
+                rows.append({"sha": sha, "subject": subject, "task": task_id.strip(),
+                             "outcome": outcome.strip(), "iterations": iters.strip()})
+        return rows
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    repo = make_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+    env.update({"TILTH_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    return Sandbox(tmp_path, repo, home, env)
+
+
+def wait_for_pause(proc: subprocess.Popen, point: str, timeout: float = 30) -> None:
+    """Block on the child's stderr until it reports reaching the named checkpoint."""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        if not selector.select(timeout=deadline - time.monotonic()):
+            break
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if f"paused at {point}" in line:
+            return
+    proc.kill()
+    raise AssertionError(f"child never paused at {point}; stderr: {''.join(seen)!r}")

@@ -1,0 +1,75 @@
+"""kill -9 a real `tilth run` at each point of the write order, then resume: no lost
+work, no duplicate commit, no corrupt file."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from conftest import git, task, wait_for_pause
+
+REJECT = {"verdict": "reject", "category": "half_finished", "concern": "not finished", "next_step": "finish"}
+COUNT_RUN = "echo run >> t2-runs.txt"
+
+ACCEPTING = {"T-2": [{"write": {"t2.py": "two = 2\n"}, "run": [COUNT_RUN]}]}
+FAILING_THEN_ACCEPTING = {"T-2": [
+    {"write": {"t2.py": "two = 0\n"}, "run": [COUNT_RUN], "verdict": REJECT},
+    {"run": [COUNT_RUN], "verdict": REJECT},
+    {"write": {"t2.py": "two = 2\n"}, "run": [COUNT_RUN]},
+]}
+
+
+def assert_files_intact(sandbox, session_id):
+    session_dir = sandbox.session_dir(session_id)
+    for path in session_dir.rglob("*.json"):
+        json.loads(path.read_text())
+    for path in session_dir.rglob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            json.loads(line)
+    assert not list(session_dir.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("point, tasks, runs_of_t2", [
+    ("worker", ACCEPTING, 2),
+    ("before_commit", ACCEPTING, 1),
+    ("after_commit", ACCEPTING, 1),
+    ("after_status", ACCEPTING, 1),
+    ("before_failed_commit", FAILING_THEN_ACCEPTING, 3),
+    ("after_failed_commit", FAILING_THEN_ACCEPTING, 3),
+])
+def test_kill_9_then_resume(sandbox, point, tasks, runs_of_t2):
+    plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
+    scenario = sandbox.write_json("scenario.json", {"tasks": tasks})
+    created = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1",
+                            "--backend", "scripted", "--scenario", str(scenario), "--foreground",
+                            env={"TILTH_MAX_ITERATIONS_PER_TASK": "0"})
+    assert created.returncode == 2, "an invalid setting must refuse before creating anything"
+    assert not sandbox.session_dir("s1").exists()
+
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_TEST_PAUSE_AT": f"{point}@T-2"}
+    child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1",
+                          "--backend", "scripted", "--scenario", str(scenario), "--foreground", env=env)
+    wait_for_pause(child, point)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "crashed"
+
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env={"TILTH_MAX_ITERATIONS_PER_TASK": "2"})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+    commits = sandbox.commits("s1")
+    assert [(c["task"], c["outcome"]) for c in commits] == [("T-1", ""), ("T-2", ""), ("T-3", "")]
+    t2 = commits[1]["sha"]
+    assert git(sandbox.repo, "show", f"{t2}:t2.py") == "two = 2\n"
+    assert git(sandbox.repo, "show", f"{t2}:t2-runs.txt").count("run") == runs_of_t2
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done", "T-3": "done"}
+    done_lines = [line[1] for line in sandbox.progress("s1") if line[2] == "done"]
+    assert done_lines == ["T-1", "T-2", "T-3"]
+    shas = [line[4] for line in sandbox.progress("s1")]
+    assert len(shas) == len(set(shas)), "no outcome is journalled twice"
+    assert git(sandbox.worktree("s1"), "status", "--porcelain") == ""
+    assert_files_intact(sandbox, "s1")
+    if point == "before_commit":
+        assert len(sandbox.ledger("s1", "T-2")) == 1, "an accepted attempt is committed, not redone"

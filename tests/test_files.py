@@ -1,0 +1,97 @@
+"""The durable file formats: atomic writes, torn appends, plan read-modify-write."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import task
+from tilth.errors import PlanChanged
+from tilth.events import EventLog
+from tilth.jsonio import append_jsonl, read_jsonl, write_json
+from tilth.prd import TaskStatus, set_status
+from tilth.progress import ProgressLine, outcome_line
+
+
+def test_torn_final_jsonl_line_is_skipped_and_appends_continue(tmp_path):
+    path = tmp_path / "log.jsonl"
+    append_jsonl(path, {"n": 1})
+    with open(path, "ab") as f:
+        f.write(b'{"n": 2, "trunc')
+    append_jsonl(path, {"n": 3})
+    assert read_jsonl(path) == [{"n": 1}, {"n": 3}]
+
+
+def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "state.json"
+    write_json(path, {"v": 1})
+    write_json(path, {"v": 2})
+    assert json.loads(path.read_text()) == {"v": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_status_flip_keeps_user_fields_and_formatting_of_meaning(tmp_path):
+    path = tmp_path / "prd.json"
+    plan = [task("T-1", notes="keep me"), task("T-2")]
+    path.write_text(json.dumps(plan))
+    set_status(path, "T-2", TaskStatus.done)
+    after = json.loads(path.read_text())
+    assert after[0] == plan[0]
+    assert after[1] == {**plan[1], "status": "done"}
+
+
+def test_status_flip_on_a_broken_plan_raises_plan_changed(tmp_path):
+    path = tmp_path / "prd.json"
+    path.write_text("[{")
+    with pytest.raises(PlanChanged):
+        set_status(path, "T-1", TaskStatus.done)
+    assert path.read_text() == "[{"
+
+
+def test_progress_line_round_trips_and_flattens_titles():
+    line = outcome_line("T-1", "failed:iterations_exhausted", 3, "0123456789abcdef", "A\ttitle\nwith breaks")
+    text = line.render()
+    assert text.split("\t")[1:] == ["T-1", "failed:iterations_exhausted", "iter=3", "commit=0123456", "A title with breaks"]
+    assert ProgressLine.parse(text) == line
+    assert ProgressLine.parse("garbage") is None
+
+
+def test_undocumented_event_types_are_refused(tmp_path):
+    log = EventLog(tmp_path / "events.jsonl")
+    with pytest.raises(ValueError, match="not documented"):
+        log.emit("made_up_event")
+    assert not (tmp_path / "events.jsonl").exists()
+
+
+def test_every_emitted_event_in_a_session_is_documented_with_the_right_shape(sandbox):
+    import importlib
+    import pkgutil
+
+    import tilth
+    from tilth.events import DOCUMENTED
+
+    for module in pkgutil.walk_packages(tilth.__path__, "tilth."):
+        if module.name not in ("tilth.__main__",):
+            importlib.import_module(module.name)
+
+    scenario = {"tasks": {"T-1": [{"verdict": {"verdict": "reject"}}, {}]}}
+    assert sandbox.start("s1", [task("T-1")], scenario).returncode == 0
+    events = sandbox.events("s1")
+    assert {e["type"] for e in events} >= {"session_created", "session_started", "task_started", "verdict",
+                                           "commit", "task_done", "session_end", "prompt_assembled"}
+    for event in events:
+        assert set(event) == {"ts", "type", "task", "iter", "data"}
+        assert event["type"] in DOCUMENTED
+
+
+def test_demo_runs_end_to_end_and_says_it_is_scripted(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TILTH_")}
+    result = subprocess.run([sys.executable, "-m", "tilth.demo", "--dir", str(tmp_path / "demo")],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "using the SCRIPTED backend" in result.stdout
+    assert result.stdout.count("[Tilth-Session=demo") == 3
+    assert "W-2.jsonl: 2 entries" in result.stdout

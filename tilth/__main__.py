@@ -1,0 +1,3 @@
+from tilth.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The agent protocol: a worker turns a task into edits plus a case, an evaluator turns
+the case and the diff into a verdict. Each call is a fresh context built from `prompt`.
+
+Backends are plain classes chosen by short name in `make_backend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tilth.errors import BadInput
+from tilth.events import EventLog
+from tilth.ledger import Case, LedgerEntry, Verdict
+from tilth.prd import Task
+from tilth.session import BackendChoice
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    session_id: str
+    task: Task
+    iteration: int
+    worktree: Path
+    prompt: str
+    """The whole fresh context, assembled from files by tilth.context."""
+    history: list[LedgerEntry]
+    """The evaluator's previous verdicts on this task (empty on a first attempt)."""
+    events: EventLog
+
+
+@dataclass(frozen=True)
+class EvaluationJob:
+    session_id: str
+    task: Task
+    iteration: int
+    worktree: Path
+    prompt: str
+    case: Case | None
+    diff: str
+    """The patch of the worktree against the session branch HEAD."""
+    diff_summary: str
+    history: list[LedgerEntry]
+    events: EventLog
+
+
+class Worker(Protocol):
+    def work(self, job: WorkerJob) -> Case | None:
+        """Edit the worktree; return the case for acceptance, or None if it made none."""
+
+
+class Evaluator(Protocol):
+    def evaluate(self, job: EvaluationJob) -> Verdict: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    label: str
+    """What people are told is doing the work; says plainly when it is not a model."""
+    worker: Worker
+    evaluator: Evaluator
+
+
+def make_backend(choice: BackendChoice) -> Backend:
+    if choice.name == "scripted":
+        from tilth.backends.scripted import scripted_backend
+
+        return scripted_backend(choice)
+    raise BadInput(f"unknown backend {choice.name!r}; use `scripted` (offline tests and demo)")

@@ -1,0 +1,110 @@
+"""The `tilth` command line. Handlers parse arguments and call into the library; the
+loop itself lives in loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
+3 stopped before finishing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import orjson
+
+from tilth.config import load_settings
+from tilth.create import create_session
+from tilth.errors import BadInput, TilthError
+from tilth.home import session_paths, tilth_home
+from tilth.loop import run_session
+from tilth.report import print_event
+from tilth.session import BackendChoice, load_session, most_recent_session
+from tilth.status import all_summaries, render_one, render_table, session_summary
+from tilth.stopflag import StopFlag
+
+
+def backend_choice(args: argparse.Namespace) -> BackendChoice:
+    name = args.backend or os.environ.get("TILTH_BACKEND")
+    if not name:
+        raise BadInput(
+            "no agent backend configured: pass --backend scripted [--scenario FILE] for an offline "
+            "test run (no model), or set TILTH_BACKEND"
+        )
+    scenario = str(Path(args.scenario).resolve()) if args.scenario else None
+    return BackendChoice(name=name, scenario=scenario)
+
+
+def run_foreground(session_id: str, resume: bool) -> int:
+    paths = session_paths(session_id)
+    record = load_session(paths)
+    settings = load_settings(paths.home)
+    print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
+    return run_session(paths, settings, StopFlag().install(), resume=resume, echo=print_event)
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    if not args.foreground:
+        raise BadInput("only foreground sessions are available: add --foreground")
+    load_settings(tilth_home())
+    paths = create_session(Path(args.repo).expanduser(), Path(args.prd).expanduser(), args.id, args.base,
+                           backend_choice(args))
+    return run_foreground(paths.id, resume=False)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return run_foreground(args.id, resume=False)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    if not args.foreground:
+        raise BadInput("only foreground sessions are available: add --foreground")
+    session_id = args.id or most_recent_session().id
+    return run_foreground(session_id, resume=True)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    if args.id:
+        summary = session_summary(session_paths(args.id))
+        print(orjson.dumps(summary).decode() if args.json else render_one(summary))
+    else:
+        summaries = all_summaries(tilth_home())
+        print(orjson.dumps(summaries).decode() if args.json else render_table(summaries))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tilth", description="Turn a task list into a reviewable git branch.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    start = sub.add_parser("start", help="create a session from a repo and a prd.json, then run it")
+    start.add_argument("--repo", required=True, help="the git repository to work on")
+    start.add_argument("--prd", required=True, help="the plan: a JSON array of tasks")
+    start.add_argument("--id", help="session id (default: timestamp + random suffix)")
+    start.add_argument("--base", default="HEAD", help="revision the session branch starts from")
+    start.add_argument("--backend", help="agent backend; `scripted` replays a scenario (tests/demo, no model)")
+    start.add_argument("--scenario", help="scenario file for the scripted backend")
+    start.add_argument("--foreground", action="store_true", help="run the session in this process")
+    start.set_defaults(handler=cmd_start)
+
+    run = sub.add_parser("run", help="run an existing session in this process")
+    run.add_argument("id")
+    run.set_defaults(handler=cmd_run)
+
+    resume = sub.add_parser("resume", help="reconcile with the branch, unwind a FAILED placeholder, continue")
+    resume.add_argument("id", nargs="?", help="session id (default: the most recent)")
+    resume.add_argument("--foreground", action="store_true", help="run the session in this process")
+    resume.set_defaults(handler=cmd_resume)
+
+    status = sub.add_parser("status", help="all sessions, or one with its tasks")
+    status.add_argument("id", nargs="?")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(handler=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except TilthError as exc:
+        print(f"tilth: {exc}", file=sys.stderr)
+        return exc.exit_code

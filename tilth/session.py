@@ -1,0 +1,81 @@
+"""session.json: one session's identity and lifecycle state."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ValidationError
+
+from tilth.clock import iso
+from tilth.errors import BadInput
+from tilth.home import SessionPaths, all_session_ids, session_paths
+from tilth.jsonio import write_json
+
+
+class SessionState(StrEnum):
+    queued = "queued"
+    running = "running"
+    done = "done"
+    failed = "failed"
+    stopped = "stopped"
+    crashed = "crashed"
+
+
+class BackendChoice(BaseModel):
+    """Which agent backend the session runs with."""
+
+    name: str
+    """Short backend name: `scripted` (tests and offline demo only) or a real model backend."""
+    scenario: str | None = None
+    """For `scripted`: the scenario file copied into the session dir."""
+
+
+class SessionRecord(BaseModel):
+    id: str
+    repo: str
+    """Absolute path of the user's repository."""
+    base_commit: str
+    """Full sha the session branch started from."""
+    branch: str
+    """`session/<id>`, never the user's current branch."""
+    worktree: str
+    """Absolute path of the git worktree (outside the session dir)."""
+    state: SessionState = SessionState.queued
+    backend: BackendChoice
+    created: str
+    updated: str
+    pid: int | None = None
+    """The process that last ran the session; liveness is judged by the session lock, not this."""
+
+
+def load_session(paths: SessionPaths) -> SessionRecord:
+    try:
+        return SessionRecord.model_validate(orjson.loads(paths.session_json.read_bytes()))
+    except FileNotFoundError:
+        raise BadInput(f"no session {paths.id!r} under {paths.home}; see `tilth status`") from None
+    except (orjson.JSONDecodeError, ValidationError) as exc:
+        raise BadInput(f"{paths.session_json} is damaged: {str(exc).splitlines()[0]}") from None
+
+
+def save_session(paths: SessionPaths, record: SessionRecord) -> None:
+    record.updated = iso()
+    write_json(paths.session_json, record.model_dump(mode="json"))
+
+
+def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None) -> SessionRecord:
+    record = load_session(paths)
+    record.state = state
+    record.pid = pid
+    save_session(paths, record)
+    return record
+
+
+def most_recent_session(home: Path | None = None) -> SessionPaths:
+    ids = all_session_ids(home)
+    if not ids:
+        raise BadInput("there are no sessions yet; create one with `tilth start`")
+    records = [load_session(session_paths(i, home)) for i in ids]
+    newest = max(records, key=lambda r: (r.created, r.id))
+    return session_paths(newest.id, home)
