@@ -194,3 +194,21 @@ def test_status_lists_sessions_and_tasks(sandbox):
     assert [(s["id"], s["state"]) for s in every] == [("s1", "done"), ("s2", "failed")]
     table = sandbox.tilth("status").stdout
     assert "s1" in table and "2/2" in table and "0/1" in table
+
+
+def test_sigterm_finishes_the_iteration_then_stops_resumably(sandbox):
+    scenario = {"tasks": {"T-1": [
+        {"write": {"wip.txt": "partial"}, "run": ["kill -TERM $PPID"], "verdict": REJECT},
+        {"write": {"wip.txt": "complete"}},
+    ]}}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario)
+    assert result.returncode == 3, result.stderr
+    assert [e["iter"] for e in sandbox.ledger("s1", "T-1")] == [1], "the running iteration completed"
+    assert sandbox.commits("s1") == []
+    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
+    assert (sandbox.worktree("s1") / "wip.txt").read_text() == "partial"
+
+    resumed = sandbox.tilth("resume", "--foreground")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+    assert git(sandbox.repo, "show", "session/s1~1:wip.txt") == "complete"
