@@ -72,7 +72,7 @@ def test_bad_repo_base_and_ids_are_refused(sandbox, tmp_path):
 def test_missing_backend_and_missing_plan(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1")])
     no_backend = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--foreground")
-    assert no_backend.returncode == 2 and "no agent backend configured" in no_backend.stderr
+    assert no_backend.returncode == 2 and "no model configured: set TILTH_BASE_URL" in no_backend.stderr
     missing = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", "nope.json", "--backend", "scripted",
                             "--foreground")
     assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from tilth.config import load_settings
+from tilth.config import Settings, describe, load_settings, load_settings_with_sources
 from tilth.create import create_session
 from tilth.errors import BadInput, TilthError
 from tilth.home import session_paths, tilth_home
@@ -22,12 +22,17 @@ from tilth.status import all_summaries, render_one, render_table, session_summar
 from tilth.stopflag import StopFlag
 
 
-def backend_choice(args: argparse.Namespace) -> BackendChoice:
-    name = args.backend or os.environ.get("TILTH_BACKEND")
+def configured_backend(settings: Settings) -> str | None:
+    """A model endpoint in the settings means the real backend, for start, run and resume alike."""
+    return "openai" if settings.base_url else os.environ.get("TILTH_BACKEND")
+
+
+def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoice:
+    name = args.backend or configured_backend(settings)
     if not name:
         raise BadInput(
-            "no agent backend configured: pass --backend scripted [--scenario FILE] for an offline "
-            "test run (no model), or set TILTH_BACKEND"
+            "no model configured: set TILTH_BASE_URL and TILTH_WORKER_MODEL (see README), or pass "
+            "--backend scripted [--scenario FILE] for an offline test run that calls no model"
         )
     scenario = str(Path(args.scenario).resolve()) if args.scenario else None
     return BackendChoice(name=name, scenario=scenario)
@@ -38,16 +43,24 @@ def run_foreground(session_id: str, resume: bool) -> int:
     record = load_session(paths)
     settings = load_settings(paths.home)
     print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
-    return run_session(paths, settings, StopFlag().install(), resume=resume, echo=print_event)
+    return run_session(paths, settings, StopFlag().install(), resume=resume,
+                       backend_name=configured_backend(settings), echo=print_event)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
     if not args.foreground:
         raise BadInput("only foreground sessions are available: add --foreground")
-    load_settings(tilth_home())
+    settings = load_settings(tilth_home())
     paths = create_session(Path(args.repo).expanduser(), Path(args.prd).expanduser(), args.id, args.base,
-                           backend_choice(args))
+                           backend_choice(args, settings), settings, args.check)
     return run_foreground(paths.id, resume=False)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    settings, sources = load_settings_with_sources(tilth_home())
+    print(f"TILTH_HOME = {tilth_home()}")
+    print("\n".join(describe(settings, sources)))
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -82,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--base", default="HEAD", help="revision the session branch starts from")
     start.add_argument("--backend", help="agent backend; `scripted` replays a scenario (tests/demo, no model)")
     start.add_argument("--scenario", help="scenario file for the scripted backend")
+    start.add_argument("--check", action="append", default=[], metavar="CMD",
+                       help="a command run before every evaluation; failing blocks acceptance (repeatable)")
     start.add_argument("--foreground", action="store_true", help="run the session in this process")
     start.set_defaults(handler=cmd_start)
 
@@ -98,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("id", nargs="?")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(handler=cmd_status)
+
+    config = sub.add_parser("config", help="the resolved configuration and where each value came from")
+    config.set_defaults(handler=cmd_config)
     return parser
 
 

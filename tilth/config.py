@@ -1,4 +1,7 @@
-"""Settings: defaults on the model, then $TILTH_HOME/config.toml, then TILTH_* env vars."""
+"""Settings: defaults on the model, then $TILTH_HOME/config.toml, then TILTH_* env vars.
+
+Every field's env var is `TILTH_<FIELD>`; `tilth config` shows each value's source.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,22 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tilth.errors import BadInput
+
+PRESETS = {
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "ollama": "http://localhost:11434/v1",
+    "vllm": "http://localhost:8000/v1",
+    "llamacpp": "http://localhost:8080/v1",
+}
+SECRET_FIELDS = ("api_key", "evaluator_api_key")
+
+
+class Price(BaseModel):
+    prompt: float = Field(ge=0)
+    """USD per million prompt tokens."""
+    completion: float = Field(ge=0)
+    """USD per million completion tokens."""
 
 
 class Settings(BaseModel):
@@ -23,26 +42,127 @@ class Settings(BaseModel):
     ledger_entries: int = Field(5, ge=0)
     """How many of the task's previous verdicts the evaluator (and a retrying worker) sees."""
 
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, or a preset name: openai, openrouter, ollama, vllm, llamacpp."""
+    api_key: str | None = None
+    """Key for base_url; local servers need none. Never written to any session file."""
+    worker_model: str | None = None
+    """Model name the worker uses; required with base_url."""
+    evaluator_model: str | None = None
+    """Model for the evaluator; defaults to worker_model."""
+    evaluator_base_url: str | None = None
+    """A separate endpoint (or preset) for the evaluator; defaults to base_url."""
+    evaluator_api_key: str | None = None
+    """Key for evaluator_base_url; defaults to api_key."""
+    stream: bool = False
+    """Ask for streamed completions."""
+    worker_max_steps: int = Field(40, ge=1)
+    """Model calls one worker turn may make before it counts as ending without a case."""
+    evaluator_max_steps: int = Field(12, ge=1)
+    """Model calls one evaluator turn may make (tool use plus verdict retries)."""
+    verdict_retries: int = Field(2, ge=0)
+    """Times an unparseable verdict is sent back with the error before it is recorded as parse_failed."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Completion token limit per model call (the provider's default when unset)."""
+    request_timeout: float = Field(300.0, gt=0)
+    """Seconds one HTTP request to the model may take."""
+    max_retries: int = Field(6, ge=0)
+    """Retries of one model call on 429, 5xx, timeouts, connection errors and empty replies."""
+    retry_base_delay: float = Field(1.0, ge=0)
+    """First backoff delay in seconds; doubles per retry, with jitter."""
+    retry_max_delay: float = Field(60.0, ge=0)
+    """Upper bound on any single wait, Retry-After included."""
+    tool_timeout: float = Field(300.0, gt=0)
+    """Default and maximum seconds for one bash tool call or check command."""
+    checks: list[str] = Field(default_factory=list)
+    """Commands run in the worktree before each evaluation; a failing one blocks acceptance."""
+    max_spend_usd: float | None = Field(None, ge=0)
+    """Stop the session (resumably) once its recorded model cost reaches this."""
+    max_wall_clock_s: float | None = Field(None, gt=0)
+    """Stop the run (resumably) after this many seconds."""
+    max_evaluator_calls_per_task: int | None = Field(None, ge=1)
+    """Stop the session (resumably) once a task's evaluator has made this many model calls."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Per-model USD prices per million tokens, used when the provider reports no cost."""
+
+    def endpoint(self, role: str) -> tuple[str, str, str]:
+        """(base_url, api_key, model) for `worker` or `evaluator`, presets expanded."""
+        if role == "evaluator":
+            url = self.evaluator_base_url or self.base_url
+            key = self.evaluator_api_key or self.api_key
+            model = self.evaluator_model or self.worker_model
+        else:
+            url, key, model = self.base_url, self.api_key, self.worker_model
+        return PRESETS.get(url or "", url or ""), key or "not-needed", model or ""
+
+    def require_model(self) -> None:
+        if not self.base_url:
+            raise BadInput("no model endpoint: set TILTH_BASE_URL (a URL or one of " + ", ".join(PRESETS) + ")")
+        if not self.worker_model:
+            raise BadInput("no worker model: set TILTH_WORKER_MODEL (for example gpt-4o-mini)")
+        for role in ("worker", "evaluator"):
+            url = self.endpoint(role)[0]
+            if url in (PRESETS["openai"], PRESETS["openrouter"]) and self.endpoint(role)[1] == "not-needed":
+                variable = "TILTH_EVALUATOR_API_KEY or TILTH_API_KEY" if role == "evaluator" else "TILTH_API_KEY"
+                raise BadInput(f"{url} needs an API key: set {variable}")
+
 
 def env_name(field: str) -> str:
     return "TILTH_" + field.upper()
 
 
-def load_settings(home: Path) -> Settings:
+def _env_value(field: str, raw: str) -> object:
+    if field == "checks":
+        return [line for line in raw.splitlines() if line.strip()]
+    return raw
+
+
+def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
     values: dict[str, object] = {}
+    sources: dict[str, str] = {}
     config_file = home / "config.toml"
     if config_file.is_file():
         try:
             values.update(tomllib.loads(config_file.read_text()))
         except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"{config_file}: not valid TOML ({exc}); fix it and retry") from None
+        sources.update({key: str(config_file) for key in values})
     for field in Settings.model_fields:
         if env_name(field) in os.environ:
-            values[field] = os.environ[env_name(field)]
+            values[field] = _env_value(field, os.environ[env_name(field)])
+            sources[field] = f"env {env_name(field)}"
     try:
-        return Settings.model_validate(values)
+        settings = Settings.model_validate(values)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "?"
-        source = env_name(field) if env_name(field) in os.environ else f"{config_file} key {field}"
-        raise BadInput(f"{source}: {error['msg']}; fix the setting and retry") from None
+        source = sources.get(field, f"{config_file}")
+        raise BadInput(f"{source}: {field}: {error['msg']}; fix the setting and retry") from None
+    return settings, sources
+
+
+def load_settings(home: Path) -> Settings:
+    return load_settings_with_sources(home)[0]
+
+
+def mask(secret: str | None) -> str:
+    if not secret:
+        return "(unset)"
+    return f"{secret[:3]}...{secret[-4:]}" if len(secret) > 12 else "****"
+
+
+def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
+    """`field = value  (source)` lines with keys masked, for `tilth config`."""
+    lines = []
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if field in SECRET_FIELDS:
+            shown = mask(value)
+        elif field in ("base_url", "evaluator_base_url") and value in PRESETS:
+            shown = f"{value} -> {PRESETS[value]}"
+        elif isinstance(value, dict):
+            shown = ", ".join(f"{k}: {v.prompt}/{v.completion} per Mtok" for k, v in value.items()) or "{}"
+        else:
+            shown = repr(value) if isinstance(value, list) else str(value)
+        lines.append(f"{field} = {shown}  ({sources.get(field, 'default')})")
+    return lines

@@ -6,9 +6,12 @@ token counts); it sees the task, the plan as prose, recent outcomes and prior ve
 
 from __future__ import annotations
 
+from tilth.checks import CheckResult
 from tilth.ledger import Case, LedgerEntry
 from tilth.prd import Task
 from tilth.progress import ProgressLine
+
+DIFF_CHARS = 60_000
 
 
 def _task_block(task: Task) -> str:
@@ -56,8 +59,26 @@ def _case_block(case: Case | None) -> str:
     return "The worker's case:\n" + case.summary + "\n" + "\n".join(rows) + "\nUncertainties:\n" + "\n".join(doubts)
 
 
-def evaluator_prompt(task: Task, case: Case | None, diff: str, history: list[LedgerEntry]) -> str:
-    parts = [_task_block(task), _case_block(case), "The diff against the branch:\n" + (diff or "(no changes)")]
+def capped(text: str, limit: int, what: str) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {what} truncated: {len(text) - limit} more characters not shown ...]"
+
+
+def checks_block(checks: list[CheckResult]) -> str:
+    rows = []
+    for c in checks:
+        result = "timed out" if c.exit_code is None else f"exit code {c.exit_code}"
+        rows.append(f"$ {c.command}  -> {result}\n{c.output_tail.rstrip()}")
+    return "Checks run on the working tree (a failing check means the task cannot be accepted):\n" + "\n\n".join(rows)
+
+
+def evaluator_prompt(task: Task, case: Case | None, diff: str, history: list[LedgerEntry],
+                     checks: list[CheckResult] = ()) -> str:
+    parts = [_task_block(task), _case_block(case),
+             "The diff against the branch:\n" + (capped(diff, DIFF_CHARS, "diff") or "(no changes)")]
+    if checks:
+        parts.append(checks_block(list(checks)))
     if history:
         parts.append(prior_verdicts(history))
     return "\n\n".join(parts) + "\n"

@@ -7,7 +7,9 @@ import secrets
 import shutil
 from pathlib import Path
 
+from tilth.accounting import Meter
 from tilth.backends import make_backend
+from tilth.config import Settings
 from tilth.clock import iso, utc_now
 from tilth.errors import BadInput
 from tilth.events import EventLog, document
@@ -29,7 +31,7 @@ def worktree_name(session_id: str) -> str:
 
 
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str,
-                   backend: BackendChoice) -> SessionPaths:
+                   backend: BackendChoice, settings: Settings, checks: list[str] = ()) -> SessionPaths:
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
     if plan_bytes is None:
         raise BadInput(f"plan file {prd_file} does not exist; pass --prd a prd.json")
@@ -43,7 +45,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
         if not scenario_path.is_file():
             raise BadInput(f"scenario file {scenario_path} does not exist; pass --scenario an existing file")
         scenario_bytes = scenario_path.read_bytes()
-    make_backend(backend)
+    make_backend(backend, settings, Meter())
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))
     repo = open_source_repo(repo_path)
@@ -57,7 +59,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
         now = iso()
         record = SessionRecord(
             id=paths.id, repo=str(Path(repo.workdir).resolve()), base_commit=str(base.id), branch=branch,
-            worktree=str(paths.worktree), backend=backend, created=now, updated=now,
+            worktree=str(paths.worktree), backend=backend, created=now, updated=now, checks=list(checks),
         )
         staging.mkdir(parents=True)
         write_atomic(staging / "prd.json", plan_bytes)

@@ -102,6 +102,14 @@ def staged_diff(repo: pygit2.Repository) -> pygit2.Diff:
     return repo.index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
 
 
+def describe_diff(diff: pygit2.Diff) -> str:
+    """`3 files changed, +10 -2: a.py, b.py`: the ledger's one-line diff summary."""
+    stats = diff.stats
+    files = [patch.delta.new_file.path for patch in diff]
+    shown = ", ".join(files[:10]) + (f", and {len(files) - 10} more" if len(files) > 10 else "")
+    return f"{stats.files_changed} files changed, +{stats.insertions} -{stats.deletions}" + (f": {shown}" if files else "")
+
+
 def commit_staged(repo: pygit2.Repository, message: str) -> str:
     tree = repo.index.write_tree()
     head = repo.head.peel(pygit2.Commit)

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from tilth.redaction import redact
+
 
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
@@ -24,7 +26,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(redact(data))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -43,7 +45,7 @@ def append_line(path: Path, line: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as f:
         torn = f.tell() > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
-        f.write((b"\n" if torn else b"") + line.rstrip(b"\n") + b"\n")
+        f.write((b"\n" if torn else b"") + redact(line).rstrip(b"\n") + b"\n")
         f.flush()
         os.fsync(f.fileno())
 

@@ -26,8 +26,12 @@ def line_for(event: dict[str, Any]) -> str | None:
         return f"[{task}] recovered an accepted attempt: commit {data['sha'][:7]}"
     if kind == "task_requeued":
         return f"[{task}] was interrupted; retrying with its edits kept"
+    if kind == "model_attempt" and data["outcome"] != "ok":
+        return f"[{task}] {data['role']} model call attempt {data['attempt']}: {data['outcome']}, retrying in {data['wait_s']}s"
+    if kind == "cap_reached":
+        return f"cap reached: {data['cap']} ({data['value']} >= {data['limit']})"
     if kind == "session_end":
-        return f"session {data['state']}"
+        return f"session {data['state']}" + (f": {data['reason']}" if data.get("reason") else "")
     return None
 
 

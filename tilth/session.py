@@ -46,6 +46,8 @@ class SessionRecord(BaseModel):
     backend: BackendChoice
     created: str
     updated: str
+    checks: list[str] = []
+    """Commands run in the worktree before each evaluation (`tilth start --check`)."""
     pid: int | None = None
     """The process that last ran the session; liveness is judged by the session lock, not this."""
 

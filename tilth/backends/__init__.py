@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from tilth.accounting import Meter
+from tilth.checks import CheckResult
+from tilth.config import Settings
 from tilth.errors import BadInput
 from tilth.events import EventLog
 from tilth.ledger import Case, LedgerEntry, Verdict
@@ -43,6 +46,8 @@ class EvaluationJob:
     diff_summary: str
     history: list[LedgerEntry]
     events: EventLog
+    checks: list[CheckResult]
+    """Deterministic checks already run on the worktree; a failing one blocks acceptance."""
 
 
 class Worker(Protocol):
@@ -63,9 +68,13 @@ class Backend:
     evaluator: Evaluator
 
 
-def make_backend(choice: BackendChoice) -> Backend:
+def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Backend:
     if choice.name == "scripted":
         from tilth.backends.scripted import scripted_backend
 
         return scripted_backend(choice)
-    raise BadInput(f"unknown backend {choice.name!r}; use `scripted` (offline tests and demo)")
+    if choice.name == "openai":
+        from tilth.backends.openai_agents import openai_backend
+
+        return openai_backend(settings, meter)
+    raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL) or `scripted` (tests/demo)")

@@ -1,0 +1,46 @@
+"""The function-tool schemas offered to the model, in Chat Completions format."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required},
+    }}
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+
+READ_FILE = _tool("read_file", "Read a text file of the repository, with line numbers.",
+                  {"path": STR, "offset": {**INT, "description": "first line, 1-based"},
+                   "limit": {**INT, "description": "number of lines"}}, ["path"])
+WRITE_FILE = _tool("write_file", "Create or overwrite a file with the given content.",
+                   {"path": STR, "content": STR}, ["path", "content"])
+EDIT_FILE = _tool("edit_file", "Replace the one occurrence of `old` in a file with `new`.",
+                  {"path": STR, "old": STR, "new": STR}, ["path", "old", "new"])
+LIST_FILES = _tool("list_files", "List repository files, optionally filtered by a glob such as '*.py'.",
+                   {"pattern": STR}, [])
+GREP = _tool("grep", "Search file contents with a regular expression.", {"pattern": STR, "path": STR}, ["pattern"])
+BASH = _tool("bash", "Run a shell command in the repository root; returns its output and exit code.",
+             {"command": STR, "timeout": {**INT, "description": "seconds"}}, ["command"])
+
+CRITERIA = {"type": "array", "items": {"type": "object", "properties": {"criterion": STR, "evidence": STR},
+                                       "required": ["criterion", "evidence"]}}
+SUBMIT_CASE = _tool("submit_case", "Finish your turn: summarise the change and give evidence for every "
+                                   "acceptance criterion.",
+                    {"summary": STR, "criteria": CRITERIA, "uncertainties": {"type": "array", "items": STR}},
+                    ["summary", "criteria"])
+CATEGORIES = ["none", "acceptance_gap", "weak_test", "half_finished", "scope_creep", "spec_violation",
+              "check_failed", "other"]
+SUBMIT_VERDICT = _tool("submit_verdict", "Finish the review with your decision.",
+                       {"verdict": {"type": "string", "enum": ["accept", "reject"]},
+                        "category": {"type": "string", "enum": CATEGORIES}, "concern": STR,
+                        "evidence": {"type": "array", "items": STR}, "next_step": STR},
+                       ["verdict", "category", "concern", "evidence", "next_step"])
+
+WORKER_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, GREP, BASH, SUBMIT_CASE]
+EVALUATOR_TOOLS = [READ_FILE, LIST_FILES, GREP, SUBMIT_VERDICT]
