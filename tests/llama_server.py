@@ -59,7 +59,8 @@ def unavailable_reason() -> str | None:
     """Why a llama.cpp server cannot be started from this interpreter, or None if it can."""
     missing = [name for name in SERVER_MODULES if importlib.util.find_spec(name) is None]
     if missing:
-        return f"llama-cpp-python[server] is not installed in {sys.prefix} (missing: {', '.join(missing)}); {INSTALL_HINT}"
+        return (f"llama-cpp-python[server] is not installed in {sys.prefix} "
+                f"(missing: {', '.join(missing)}); {INSTALL_HINT}")
     if smollm_gguf_path() is None:
         return f"the {MODEL_DIST} model package (SmolLM2-135M .gguf) is not installed in {sys.prefix}; {INSTALL_HINT}"
     return None
@@ -137,12 +138,14 @@ def run_llama_server(gguf: Path, *, log_dir: Path | None = None, n_ctx: int = 40
     started = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "PYTHONUNBUFFERED": "1"})
+                                start_new_session=True,
+                                env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         deadline = started + startup_timeout
         models = None
         # Readiness probe: the model is loaded before uvicorn binds, so an answer means ready.
-        while models is None:
+        # Only an answer naming our alias counts: it proves it is this server on the port.
+        while models is None or MODEL_ALIAS not in models:
             if proc.poll() is not None:
                 raise RuntimeError(f"llama_cpp.server exited with code {proc.returncode} during startup\n"
                                    f"command: {' '.join(cmd)}\nlog {log_path}:\n{_tail(log_path, 40)}")
@@ -151,11 +154,9 @@ def run_llama_server(gguf: Path, *, log_dir: Path | None = None, n_ctx: int = 40
                                    f"{startup_timeout:.0f}s\ncommand: {' '.join(cmd)}\nlog {log_path}:\n"
                                    f"{_tail(log_path, 40)}")
             models = _models(base_url)
-            if models is None:
+            if models is None or MODEL_ALIAS not in models:
                 time.sleep(0.2)
-        if not models:
-            raise RuntimeError(f"GET {base_url}/models listed no model\nlog {log_path}:\n{_tail(log_path, 40)}")
-        yield LlamaServer(base_url=base_url, model=models[0], log_path=log_path, pid=proc.pid,
+        yield LlamaServer(base_url=base_url, model=MODEL_ALIAS, log_path=log_path, pid=proc.pid,
                           startup_seconds=time.monotonic() - started)
     finally:
         _stop(proc)

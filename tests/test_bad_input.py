@@ -121,3 +121,22 @@ def test_plan_broken_mid_run_stops_the_session_resumably(sandbox):
     prd.write_text(dumps([task("T-1", status="in_progress"), task("T-2")]))
     assert sandbox.tilth("resume", "s1", "--foreground").returncode == 0
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
+
+
+def test_dirty_or_detached_checkouts_need_an_explicit_base(sandbox):
+    plan = sandbox.write_json("prd.json", [task("T-1")])
+    args = ["start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend", "scripted",
+            "--foreground"]
+    (sandbox.repo / "README.md").write_text("edited but not committed\n")
+    dirty = sandbox.tilth(*args)
+    assert dirty.returncode == 2 and "uncommitted changes" in dirty.stderr and "--base HEAD" in dirty.stderr
+    assert_nothing_created(sandbox)
+    git(sandbox.repo, "checkout", "-q", "--", "README.md")
+
+    git(sandbox.repo, "checkout", "-q", "--detach")
+    detached = sandbox.tilth(*args)
+    assert detached.returncode == 2 and "detached HEAD" in detached.stderr
+    assert_nothing_created(sandbox)
+
+    explicit = sandbox.tilth(*args, "--base", "HEAD")
+    assert explicit.returncode == 0, explicit.stderr

@@ -13,8 +13,8 @@ from fake_openai import FakeOpenAI, drop, fault, raw, reply
 KEY = "sk-test-secret-0123456789"
 
 
-def call(name: str, **args) -> tuple[str, str]:
-    return name, json.dumps(args)
+def call(tool: str, **args) -> tuple[str, str]:
+    return tool, json.dumps(args)
 
 
 def case(summary="Wrote hello.py printing 1.") -> tuple[str, str]:
@@ -255,3 +255,45 @@ def test_config_shows_sources_and_masks_keys(sandbox):
     assert "api_key = sk-...6789  (env TILTH_API_KEY)" in lines
     assert "max_iterations_per_task = 5  (default)" in lines
     assert KEY not in result.stdout
+
+
+def test_notes_tools_and_nothing_sent_to_the_worker_model_names_harness_files(sandbox, fake, model_env):
+    fake.enqueue("worker", reply(tool_calls=[call("note_write", name="layout", text="Entry: main.py\nmore")]),
+                 reply(tool_calls=[call("note_read", name="layout"), call("note_read", name="../escape")]),
+                 reply(tool_calls=[case()]), reply(content="- Tests live in tests/"))
+    fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
+    assert start(sandbox, model_env).returncode == 0
+    assert (sandbox.session_dir("s1") / "kb" / "layout.md").read_text() == "Entry: main.py\nmore"
+    worker = bodies(fake, "worker")
+    assert worker[2]["messages"][-2]["content"] == "Entry: main.py\nmore"
+    assert "not allowed" in worker[2]["messages"][-1]["content"]
+    assert "- Tests live in tests/" in (sandbox.session_dir("s1") / "proposed-learnings.md").read_text()
+    sent = json.dumps([b["messages"] for b in worker]).lower()
+    for word in ["prd.json", "events.jsonl", "summary.json", "session.json", "ledger", "progress.txt",
+                 "token", str(sandbox.home).lower()]:
+        assert word not in sent, word
+
+
+def test_make_demo_uses_the_model_when_base_url_is_set(tmp_path, fake):
+    import os
+    import subprocess
+    import sys
+
+    def answer(body):
+        names = {t["function"]["name"] for t in body.get("tools", [])}
+        if "submit_verdict" in names:
+            return reply(tool_calls=[verdict()])
+        if "submit_case" in names:
+            return reply(tool_calls=[case()])
+        return reply(content="NONE")
+
+    fake.set_handler(answer)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+    env.update({"TILTH_BASE_URL": fake.base_url, "TILTH_WORKER_MODEL": "demo-model"})
+    result = subprocess.run([sys.executable, "-m", "tilth.demo", "--dir", str(tmp_path / "demo")],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Using the model demo-model" in result.stdout and "SCRIPTED" not in result.stdout
+    assert "openai-compatible" in result.stdout
+    assert result.stdout.count("[Tilth-Session=demo") == 3
+    assert {r["body"]["model"] for r in fake.requests if r["body"]} == {"demo-model"}

@@ -28,10 +28,11 @@ class CheckResult(BaseModel):
 
 
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str,
-               iteration: int) -> list[CheckResult]:
+               iteration: int, sandbox: tuple[str, ...] = ()) -> list[CheckResult]:
     results = []
     for command in commands:
-        outcome = run_command(command, worktree, timeout=timeout, max_output=TAIL_CHARS * 4, env=agent_env())
+        outcome = run_command(command, worktree, timeout=timeout, max_output=TAIL_CHARS * 4, env=agent_env(),
+                              wrapper=sandbox)
         exit_code = None if outcome.timed_out else outcome.exit_code
         results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:]))
     if results:

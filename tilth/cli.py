@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from tilth.cli_memory import register as register_memory
 from tilth.config import Settings, describe, load_settings, load_settings_with_sources
 from tilth.create import create_session
 from tilth.errors import BadInput, TilthError
@@ -48,12 +49,19 @@ def run_foreground(session_id: str, resume: bool) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    if not args.foreground:
-        raise BadInput("only foreground sessions are available: add --foreground")
+    from tilth.clock import iso
+    from tilth.cli_daemon import hand_over
+    from tilth.daemon.queue import parse_when
+
+    if args.at and args.foreground:
+        raise BadInput("--at schedules a start for the supervisor; drop --foreground")
+    start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
     paths = create_session(Path(args.repo).expanduser(), Path(args.prd).expanduser(), args.id, args.base,
                            backend_choice(args, settings), settings, args.check)
-    return run_foreground(paths.id, resume=False)
+    if args.foreground:
+        return run_foreground(paths.id, resume=False)
+    return hand_over(paths, "start", resume=False, start_at=start_at)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -64,23 +72,37 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return run_foreground(args.id, resume=False)
+    from tilth.daemon.handoff import still_queued
+
+    if args.from_queue and not still_queued(session_paths(args.id)):
+        print(f"session {args.id} is no longer queued; nothing to run")
+        return 0
+    return run_foreground(args.id, resume=args.resume)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    if not args.foreground:
-        raise BadInput("only foreground sessions are available: add --foreground")
+    from tilth.cli_daemon import hand_over
+
     session_id = args.id or most_recent_session().id
-    return run_foreground(session_id, resume=True)
+    if args.foreground:
+        return run_foreground(session_id, resume=True)
+    return hand_over(session_paths(session_id), "resume", resume=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from tilth.status import print_rich_table, supervisor_line
+
     if args.id:
         summary = session_summary(session_paths(args.id))
         print(orjson.dumps(summary).decode() if args.json else render_one(summary))
     else:
         summaries = all_summaries(tilth_home())
-        print(orjson.dumps(summaries).decode() if args.json else render_table(summaries))
+        if args.json:
+            print(orjson.dumps(summaries).decode())
+        elif sys.stdout.isatty():
+            print_rich_table(summaries, supervisor_line(tilth_home(), summaries))
+        else:
+            print(render_table(summaries, supervisor_line(tilth_home(), summaries)))
     return 0
 
 
@@ -88,25 +110,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilth", description="Turn a task list into a reviewable git branch.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    start = sub.add_parser("start", help="create a session from a repo and a prd.json, then run it")
+    start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
     start.add_argument("--repo", required=True, help="the git repository to work on")
     start.add_argument("--prd", required=True, help="the plan: a JSON array of tasks")
     start.add_argument("--id", help="session id (default: timestamp + random suffix)")
-    start.add_argument("--base", default="HEAD", help="revision the session branch starts from")
+    start.add_argument("--base", help="revision the session branch starts from (default: HEAD, which must be "
+                                       "a clean, attached checkout)")
     start.add_argument("--backend", help="agent backend; `scripted` replays a scenario (tests/demo, no model)")
     start.add_argument("--scenario", help="scenario file for the scripted backend")
     start.add_argument("--check", action="append", default=[], metavar="CMD",
                        help="a command run before every evaluation; failing blocks acceptance (repeatable)")
     start.add_argument("--foreground", action="store_true", help="run the session in this process")
+    start.add_argument("--at", metavar="TIME", help="start no earlier than this ISO-8601 time (local unless it has a zone)")
     start.set_defaults(handler=cmd_start)
 
     run = sub.add_parser("run", help="run an existing session in this process")
     run.add_argument("id")
+    run.add_argument("--resume", action="store_true", help="run it as `tilth resume` does (unwind a FAILED placeholder)")
+    run.add_argument("--from-queue", action="store_true", help=argparse.SUPPRESS)
     run.set_defaults(handler=cmd_run)
 
     resume = sub.add_parser("resume", help="reconcile with the branch, unwind a FAILED placeholder, continue")
     resume.add_argument("id", nargs="?", help="session id (default: the most recent)")
-    resume.add_argument("--foreground", action="store_true", help="run the session in this process")
+    resume.add_argument("--foreground", action="store_true",
+                        help="run the session in this process (default: hand it to the supervisor)")
     resume.set_defaults(handler=cmd_resume)
 
     status = sub.add_parser("status", help="all sessions, or one with its tasks")
@@ -116,6 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="the resolved configuration and where each value came from")
     config.set_defaults(handler=cmd_config)
+    register_memory(sub)
+    from tilth.cli_review import register as register_review
+    register_review(sub)
+    from tilth.cli_daemon import register as register_daemon
+    register_daemon(sub)
     return parser
 
 

@@ -79,6 +79,16 @@ def read_task_commit(commit: pygit2.Commit) -> TaskCommit | None:
     )
 
 
+def worker_commits(repo: pygit2.Repository, base_commit: str) -> list[str]:
+    """Commits an agent made itself on top of tilth's last commit (or the base), newest first."""
+    found = []
+    for commit in first_parent_chain(repo, base_commit):
+        if read_task_commit(commit) is not None:
+            break
+        found.append(str(commit.id))
+    return found
+
+
 def branch_task_commits(repo: pygit2.Repository, base_commit: str) -> list[TaskCommit]:
     """tilth's commits on the session branch since its base, oldest first."""
     found = (read_task_commit(c) for c in first_parent_chain(repo, base_commit))

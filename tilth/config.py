@@ -6,10 +6,11 @@ Every field's env var is `TILTH_<FIELD>`; `tilth config` shows each value's sour
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tilth.errors import BadInput
 
@@ -21,6 +22,12 @@ PRESETS = {
     "llamacpp": "http://localhost:8080/v1",
 }
 SECRET_FIELDS = ("api_key", "evaluator_api_key")
+DEFAULT_SECRET_PATTERNS = (
+    r"sk-[A-Za-z0-9_-]{20,}",          # OpenAI / OpenRouter / Anthropic style keys
+    r"gh[pousr]_[A-Za-z0-9]{30,}",      # GitHub tokens
+    r"AKIA[0-9A-Z]{16}",                # AWS access key ids
+    r"xox[baprs]-[A-Za-z0-9-]{10,}",    # Slack tokens
+)
 
 
 class Price(BaseModel):
@@ -37,10 +44,35 @@ class Settings(BaseModel):
     """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
     continue_after_failure: bool = False
     """After a FAILED placeholder, go on with later tasks instead of stopping the session."""
+    max_parallel_sessions: int = Field(2, ge=1, le=1000)
+    """How many sessions the supervisor (`tilth daemon`) runs at once; the rest wait queued."""
     journal_lines: int = Field(30, ge=0)
     """How many recent progress lines each fresh worker context sees."""
+    journal_chars: int = Field(1200, ge=0)
+    """Budget of the journal channel (or the progress summary that replaces it): about 300 tokens;
+    the newest outcomes are kept and a marker counts the rest."""
     ledger_entries: int = Field(5, ge=0)
     """How many of the task's previous verdicts the evaluator (and a retrying worker) sees."""
+    ledger_chars: int = Field(6000, ge=0)
+    """Budget of the previous-verdicts channel."""
+    context_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
+    """Convention files read from the branch HEAD, first listed first (env: comma-separated)."""
+    conventions_chars: int = Field(8000, ge=0)
+    """Combined budget of the convention files."""
+    plan_chars: int = Field(3000, ge=0)
+    """Budget of the plan-as-prose channel; long plans show a window around the current task."""
+    kb_index_chars: int = Field(500, ge=0)
+    """Budget of the notes index channel."""
+    diff_chars: int = Field(60_000, ge=0)
+    """Budget of the diff the evaluator sees."""
+    summary_recent_tasks: int = Field(3, ge=0)
+    """Task outcomes described in detail in the progress summary."""
+    summary_learnings: int = Field(15, ge=0)
+    """Key learnings the progress summary keeps (newest first, de-duplicated)."""
+    summary_table_rows: int = Field(20, ge=0)
+    """Rows of the progress summary's task table (unfinished tasks first)."""
+    self_improvement: bool = True
+    """After each task, ask the worker model for durable learnings (proposed, never auto-merged)."""
 
     base_url: str | None = None
     """OpenAI-compatible endpoint, or a preset name: openai, openrouter, ollama, vllm, llamacpp."""
@@ -56,6 +88,11 @@ class Settings(BaseModel):
     """Key for evaluator_base_url; defaults to api_key."""
     stream: bool = False
     """Ask for streamed completions."""
+    worker_tool_choice: str = "auto"
+    """`auto`, `required`, or comma-separated tool names forced step by step (the last repeats), for
+    servers whose `auto` is unreliable, e.g. `write_file,submit_case` with a small llama.cpp model."""
+    evaluator_tool_choice: str = "auto"
+    """As worker_tool_choice, for the evaluator (e.g. `submit_verdict`)."""
     worker_max_steps: int = Field(40, ge=1)
     """Model calls one worker turn may make before it counts as ending without a case."""
     evaluator_max_steps: int = Field(12, ge=1)
@@ -72,6 +109,8 @@ class Settings(BaseModel):
     """First backoff delay in seconds; doubles per retry, with jitter."""
     retry_max_delay: float = Field(60.0, ge=0)
     """Upper bound on any single wait, Retry-After included."""
+    sandbox: str = "auto"
+    """Confine the agent's commands: `auto` (bubblewrap when it works here), `bwrap` (required), `off`."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
@@ -82,8 +121,21 @@ class Settings(BaseModel):
     """Stop the run (resumably) after this many seconds."""
     max_evaluator_calls_per_task: int | None = Field(None, ge=1)
     """Stop the session (resumably) once a task's evaluator has made this many model calls."""
+    secret_patterns: list[str] = Field(default_factory=list)
+    """Regular expressions whose matches are redacted from every session file, in addition to the
+    built-in ones for common key formats (env: one per line)."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Per-model USD prices per million tokens, used when the provider reports no cost."""
+
+    @field_validator("secret_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"secret pattern {pattern!r} is not a valid regular expression ({exc})") from None
+        return patterns
 
     def endpoint(self, role: str) -> tuple[str, str, str]:
         """(base_url, api_key, model) for `worker` or `evaluator`, presets expanded."""
@@ -112,8 +164,10 @@ def env_name(field: str) -> str:
 
 
 def _env_value(field: str, raw: str) -> object:
-    if field == "checks":
+    if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
+    if field == "context_files":
+        return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 
 

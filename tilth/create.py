@@ -13,7 +13,7 @@ from tilth.config import Settings
 from tilth.clock import iso, utc_now
 from tilth.errors import BadInput
 from tilth.events import EventLog, document
-from tilth.gitops import create_worktree, open_source_repo, remove_worktree, resolve_commit
+from tilth.gitops import check_checkout, create_worktree, open_source_repo, remove_worktree, resolve_commit
 from tilth.home import SessionPaths, check_session_id, session_paths, tilth_home
 from tilth.jsonio import fsync_dir, write_atomic, write_json
 from tilth.prd import load_plan
@@ -30,7 +30,7 @@ def worktree_name(session_id: str) -> str:
     return f"tilth-{session_id}"
 
 
-def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str,
+def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
                    backend: BackendChoice, settings: Settings, checks: list[str] = ()) -> SessionPaths:
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
     if plan_bytes is None:
@@ -49,7 +49,9 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))
     repo = open_source_repo(repo_path)
-    base = resolve_commit(repo, base_rev)
+    if base_rev is None:
+        check_checkout(repo)
+    base = resolve_commit(repo, base_rev or "HEAD")
     branch = f"session/{paths.id}"
 
     staging = paths.dir.with_name(f".creating-{paths.id}")

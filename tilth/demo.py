@@ -28,8 +28,9 @@ def make_repo(source: Path, target: Path) -> None:
 
 
 def backend_args(example: Path) -> tuple[list[str], str]:
-    if os.environ.get("TILTH_BACKEND") and os.environ["TILTH_BACKEND"] != "scripted":
-        return [], f"backend {os.environ['TILTH_BACKEND']} (from TILTH_BACKEND)"
+    if os.environ.get("TILTH_BASE_URL"):
+        model = os.environ.get("TILTH_WORKER_MODEL", "(TILTH_WORKER_MODEL unset)")
+        return [], f"Using the model {model} at {os.environ['TILTH_BASE_URL']} (from TILTH_BASE_URL)."
     notice = (
         "No model configured: using the SCRIPTED backend. It replays sessions.example/scenario.json\n"
         "for an offline demo and tests; no model is called and no work is really being judged."

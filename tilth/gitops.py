@@ -26,6 +26,16 @@ def open_source_repo(path: Path) -> pygit2.Repository:
     return repo
 
 
+def check_checkout(repo: pygit2.Repository) -> None:
+    """Starting from an implicit HEAD is only unambiguous on a clean, attached checkout."""
+    where = repo.workdir.rstrip("/")
+    if repo.head_is_detached:
+        raise BadInput(f"{where} has a detached HEAD; pass --base REV to name the commit the session starts from")
+    if repo.status(untracked_files="no"):
+        raise BadInput(f"{where} has uncommitted changes the session would not see; commit or stash them, "
+                       "or pass --base HEAD to start from the last commit anyway")
+
+
 def resolve_commit(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
     try:
         return repo.revparse_single(rev).peel(pygit2.Commit)

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Callable
 
 from tilth.accounting import Caps, Meter
-from tilth.backends import Backend, EvaluationJob, WorkerJob, make_backend
+from tilth.backends import Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
+from tilth.backends.chat import ProviderError
 from tilth.checks import enforce_checks, run_checks
-from tilth.config import Settings
-from tilth.context import evaluator_prompt, worker_prompt
+from tilth.config import DEFAULT_SECRET_PATTERNS, Settings
+from tilth.endreport import record_report
+from tilth.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.errors import StopRequested, TilthError
 from tilth.events import EventLog, document
 from tilth.gitops import describe_diff, open_worktree, staged_diff
@@ -21,20 +23,25 @@ from tilth.ledger import Case, LedgerEntry, Verdict, append_entry, read_entries
 from tilth.lock import SessionLock
 from tilth.outcomes import Workspace, commit_done, commit_failed, stage
 from tilth.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
-from tilth.progress import read_progress
+from tilth.hooks import Hooks, hook_dirs
+from tilth.learnings import append_learnings
+from tilth.summary import SummarySettings, learnings_path, write_summary
 from tilth.recovery import reconcile
-from tilth.redaction import register_secret
-from tilth.session import SessionState, load_session, save_session, set_state
+from tilth.redaction import register_patterns, register_secret
+from tilth.sandbox import resolve_mode, wrap
+from tilth.session import SessionRecord, SessionState, load_session, save_session, set_state
 from tilth.stopflag import StopFlag
 
 document(
     {
         "session_started": "a process took the session lock and began running; data: backend, pid, resume",
+        "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, setting",
         "task_started": "a task was marked in_progress",
-        "prompt_assembled": "data.role, data.prompt: the full text a fresh context starts from",
+        "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
         "worker_done": "the worker returned; data.made_case",
         "verdict": "the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
         "session_end": "the loop ended; data: state, exit_code, reason",
+        "session_report": "the end-of-session report, also written to report.md; data: text",
     }
 )
 
@@ -50,38 +57,65 @@ class Run:
     settings: Settings
     stop: StopFlag
     caps: Caps
+    sources: Sources
+    sandbox: tuple[str, ...]
+    hooks: Hooks
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
                 backend_name: str | None = None, echo: Callable[[dict], None] | None = None) -> int:
     register_secret(settings.api_key)
     register_secret(settings.evaluator_api_key)
+    register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
     with SessionLock(paths.lock, paths.id) as lock:
-        record = load_session(paths)
-        if backend_name and backend_name != record.backend.name:
-            record.backend.name = backend_name
-            save_session(paths, record)
-        events = EventLog(paths.events, echo)
-        meter = Meter.from_events(events.read())
-        backend = make_backend(record.backend, settings, meter)
-        ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
-        reconcile(ws, unwind_failed=resume)
-        set_state(paths, SessionState.running, pid=os.getpid())
-        events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume)
-        reason = ""
+        run = prepare(paths, settings, stop, resume, backend_name, EventLog(paths.events, echo))
         try:
-            state, reason = drive(Run(ws, backend, settings, stop, Caps(settings, meter, events)), lock)
+            state, reason = drive(run, lock)
         except TilthError as exc:
-            set_state(paths, SessionState.stopped, pid=None)
-            events.emit("session_end", state="stopped", exit_code=exc.exit_code, reason=str(exc))
+            finish(run, SessionState.stopped, exc.exit_code, str(exc))
             raise
         except BaseException:
             set_state(paths, SessionState.crashed, pid=None)
             raise
-        set_state(paths, state, pid=None)
         exit_code = {SessionState.done: EXIT_DONE, SessionState.failed: EXIT_FAILED}.get(state, EXIT_STOPPED)
-        events.emit("session_end", state=state.value, exit_code=exit_code, reason=reason)
+        finish(run, state, exit_code, reason)
         return exit_code
+
+
+def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, backend_name: str | None,
+            events: EventLog) -> Run:
+    """Everything before the first task: backend, sandbox, reconciliation with the branch."""
+    record = load_session(paths)
+    if backend_name and backend_name != record.backend.name:
+        record.backend.name = backend_name
+        save_session(paths, record)
+    meter = Meter.from_events(events.read())
+    backend = make_backend(record.backend, settings, meter)
+    ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
+    sandbox = confine(paths, record, settings, events)
+    reconcile(ws, unwind_failed=resume)
+    set_state(paths, SessionState.running, pid=os.getpid())
+    events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume)
+    hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
+    return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
+               sandbox, hooks)
+
+
+def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
+    paths, events = run.ws.paths, run.ws.events
+    set_state(paths, state, pid=None)
+    events.emit("session_end", state=state.value, exit_code=exit_code, reason=reason)
+    run.hooks.run("session_end", None, None, state=state.value)
+    events.emit("session_report", text=record_report(paths))
+
+
+def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, events: EventLog) -> tuple[str, ...]:
+    """Decide the sandbox for this run, record it in session.json, and say so when unconfined."""
+    mode = resolve_mode(settings.sandbox)
+    record.sandbox = mode
+    save_session(paths, record)
+    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox)
+    return tuple(wrap(mode, Path(record.worktree), paths.home))
 
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
@@ -114,9 +148,11 @@ def run_task(run: Run, task: Task) -> bool:
         run.caps.check(task.id)
         entry = run_iteration(run, task)
         if entry.verdict.accepted:
-            commit_done(run.ws, task, entry)
+            sha = commit_done(run.ws, task, entry)
+            after_task(run, task, "done", entry.iter, sha)
             return True
-    commit_failed(run.ws, task, entry)
+    sha = commit_failed(run.ws, task, entry)
+    after_task(run, task, "failed", entry.iter, sha)
     return False
 
 
@@ -138,11 +174,10 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
 
 
 def worker_turn(run: Run, task: Task, iteration: int, history: list[LedgerEntry]) -> Case | None:
-    ws, settings = run.ws, run.settings
-    recent = read_progress(ws.paths.progress)[-settings.journal_lines:] if settings.journal_lines else []
-    prompt = worker_prompt(task, load_current_plan(ws.paths.prd), recent, history)
-    ws.events.emit("prompt_assembled", task.id, iteration, role="worker", prompt=prompt)
-    job = WorkerJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, history, ws.events)
+    ws = run.ws
+    prompt = worker_prompt(run.sources, task, load_current_plan(ws.paths.prd), iteration, history)
+    job = WorkerJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, history, ws.events,
+                    run.sources.notes, run.sandbox, run.hooks)
     case = run.backend.worker.work(job)
     ws.events.emit("worker_done", task.id, iteration, made_case=case is not None)
     return case
@@ -152,9 +187,25 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
              summary: str) -> Verdict:
     ws = run.ws
     checks = run_checks(run.settings.checks + ws.record.checks, Path(ws.record.worktree), run.settings.tool_timeout,
-                        ws.events, task.id, iteration)
-    prompt = evaluator_prompt(task, case, diff, history, checks)
-    ws.events.emit("prompt_assembled", task.id, iteration, role="evaluator", prompt=prompt)
+                        ws.events, task.id, iteration, run.sandbox)
+    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
     job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
                         history, ws.events, checks)
     return enforce_checks(run.backend.evaluator.evaluate(job), checks)
+
+
+def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:
+    """The self-improvement step, a fresh progress summary, then the post_task hooks. Best
+    effort: a provider failure here loses only the proposals, never the task's outcome."""
+    ws, s = run.ws, run.settings
+    if s.self_improvement:
+        history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
+        prompt = learning_prompt(run.sources, task, outcome, history)
+        try:
+            proposals = run.backend.learner.propose(LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events))
+            append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
+            ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
+        except ProviderError as exc:
+            ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
+    write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
+    run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import pygit2
 
-from tilth.commits import done_message, failed_message
+from tilth.commits import done_message, failed_message, worker_commits
 from tilth.events import EventLog, document
 from tilth.faults import checkpoint
-from tilth.gitops import commit_staged, stage_all
+from tilth.gitops import commit_staged, soft_reset, stage_all
 from tilth.home import SessionPaths
 from tilth.ledger import LedgerEntry
 from tilth.prd import Task, TaskStatus, set_status
@@ -25,6 +25,8 @@ from tilth.session import SessionRecord
 document(
     {
         "nested_repo_skipped": "data.paths: nested git repositories left out of the commit",
+        "worker_commits_folded": "commits the agent made itself were soft-reset into the task's changes; "
+                                 "data: shas, onto",
         "commit": "a task commit was made; data: sha, iterations",
         "task_done": "the task is done: commit made, status flipped, progress line written",
         "failed_commit": "a FAILED placeholder was made; data: sha, reason",
@@ -45,7 +47,19 @@ class Workspace:
     events: EventLog
 
 
+def fold_worker_commits(ws: Workspace, task_id: str | None, iteration: int | None) -> None:
+    """Soft-reset commits an agent made itself, so their changes become part of the task's
+    one commit (and of the diff the evaluator sees)."""
+    made = worker_commits(ws.repo, ws.record.base_commit)
+    if made:
+        parent = ws.repo[made[-1]].parents
+        target = str(parent[0].id) if parent else ws.record.base_commit
+        soft_reset(ws.repo, target)
+        ws.events.emit("worker_commits_folded", task_id, iteration, shas=made, onto=target)
+
+
 def stage(ws: Workspace, task: Task, iteration: int) -> None:
+    fold_worker_commits(ws, task.id, iteration)
     nested = stage_all(ws.repo)
     if nested:
         ws.events.emit("nested_repo_skipped", task.id, iteration, paths=nested)

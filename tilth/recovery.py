@@ -16,7 +16,7 @@ from tilth.commits import TaskCommit, branch_task_commits
 from tilth.events import document
 from tilth.gitops import clear_stale_locks, soft_reset
 from tilth.ledger import read_entries
-from tilth.outcomes import EXHAUSTED, Workspace, commit_done
+from tilth.outcomes import EXHAUSTED, Workspace, commit_done, fold_worker_commits
 from tilth.prd import TaskStatus, load_plan, set_statuses
 from tilth.progress import append_progress, outcome_line, recorded_commits
 
@@ -47,6 +47,7 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
     if removed:
         ws.events.emit("stale_git_locks_removed", paths=removed)
 
+    fold_worker_commits(ws, None, None)
     commits = branch_task_commits(ws.repo, ws.record.base_commit)
     _restore_progress(ws, commits)
     latest = {c.task_id: c for c in commits}

@@ -1,13 +1,17 @@
 """Secrets never reach disk: every write through jsonio passes through `redact`.
 
-Keys are registered once per process (from the resolved settings) and replaced wherever
-they appear in a state file, a journal line or a progress line.
+Keys are registered once per process (from the resolved settings), and so are the
+configured patterns; both are replaced wherever they appear in a state file, a journal line
+or a progress line.
 """
 
 from __future__ import annotations
 
+import re
+
 MARK = b"[redacted]"
 _secrets: set[bytes] = set()
+_patterns: list[re.Pattern[bytes]] = []
 
 
 def register_secret(value: str | None) -> None:
@@ -15,8 +19,17 @@ def register_secret(value: str | None) -> None:
         _secrets.add(value.encode())
 
 
+def register_patterns(patterns: list[str]) -> None:
+    for pattern in patterns:
+        compiled = re.compile(pattern.encode())
+        if compiled not in _patterns:
+            _patterns.append(compiled)
+
+
 def redact(data: bytes) -> bytes:
     for secret in _secrets:
         if secret in data:
             data = data.replace(secret, MARK)
+    for pattern in _patterns:
+        data = pattern.sub(MARK, data)
     return data

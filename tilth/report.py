@@ -10,6 +10,8 @@ def line_for(event: dict[str, Any]) -> str | None:
     kind, task, it, data = event["type"], event["task"], event["iter"], event["data"]
     if kind == "session_started":
         return f"running with backend: {data['backend']}"
+    if kind == "sandbox" and data["unconfined"]:
+        return "WARNING: the agent's commands run UNCONFINED (no sandbox); set TILTH_SANDBOX=bwrap to require one"
     if kind == "task_started":
         return f"[{task}] started"
     if kind == "verdict":
@@ -30,6 +32,8 @@ def line_for(event: dict[str, Any]) -> str | None:
         return f"[{task}] {data['role']} model call attempt {data['attempt']}: {data['outcome']}, retrying in {data['wait_s']}s"
     if kind == "cap_reached":
         return f"cap reached: {data['cap']} ({data['value']} >= {data['limit']})"
+    if kind == "session_report":
+        return "\n" + data["text"].rstrip()
     if kind == "session_end":
         return f"session {data['state']}" + (f": {data['reason']}" if data.get("reason") else "")
     return None

@@ -15,12 +15,15 @@ from tilth.jsonio import write_json
 
 
 class SessionState(StrEnum):
+    """queued -> running -> done | failed | stopped | crashed; every end but `done` is resumable."""
+
     queued = "queued"
     running = "running"
     done = "done"
     failed = "failed"
     stopped = "stopped"
     crashed = "crashed"
+    archived = "archived"
 
 
 class BackendChoice(BaseModel):
@@ -46,10 +49,20 @@ class SessionRecord(BaseModel):
     backend: BackendChoice
     created: str
     updated: str
+    sandbox: str | None = None
+    """The confinement in force for the last run: `bwrap` or `off` (unconfined)."""
     checks: list[str] = []
     """Commands run in the worktree before each evaluation (`tilth start --check`)."""
     pid: int | None = None
     """The process that last ran the session; liveness is judged by the session lock, not this."""
+    supervised: bool = False
+    """Handed to the supervisor (`tilth start` without --foreground, `tilth resume`): only such
+    sessions are taken from the queue, so a foreground session is never run twice."""
+    start_at: str | None = None
+    """`tilth start --at`: the supervisor starts the queued session no earlier than this (UTC)."""
+    resume_requested: bool = False
+    """`tilth resume` queued it: the supervisor runs it as a resume (soft-unwinds a FAILED
+    placeholder at HEAD) and clears this just before it spawns the runner."""
 
 
 def load_session(paths: SessionPaths) -> SessionRecord:

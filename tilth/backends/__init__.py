@@ -15,6 +15,8 @@ from tilth.checks import CheckResult
 from tilth.config import Settings
 from tilth.errors import BadInput
 from tilth.events import EventLog
+from tilth.hooks import Hooks
+from tilth.kb import KnowledgeBase
 from tilth.ledger import Case, LedgerEntry, Verdict
 from tilth.prd import Task
 from tilth.session import BackendChoice
@@ -31,6 +33,12 @@ class WorkerJob:
     history: list[LedgerEntry]
     """The evaluator's previous verdicts on this task (empty on a first attempt)."""
     events: EventLog
+    notes: KnowledgeBase
+    """The session's scratch notes, outside the worktree (note_write / note_read)."""
+    sandbox: tuple[str, ...] = ()
+    """The argv prefix that confines the agent's commands (empty when unconfined)."""
+    hooks: Hooks | None = None
+    """pre_tool hooks every tool call passes through first."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,17 @@ class EvaluationJob:
     """Deterministic checks already run on the worktree; a failing one blocks acceptance."""
 
 
+@dataclass(frozen=True)
+class LearningJob:
+    session_id: str
+    task: Task
+    outcome: str
+    iterations: int
+    """The iteration the task ended at."""
+    prompt: str
+    events: EventLog
+
+
 class Worker(Protocol):
     def work(self, job: WorkerJob) -> Case | None:
         """Edit the worktree; return the case for acceptance, or None if it made none."""
@@ -59,6 +78,11 @@ class Evaluator(Protocol):
     def evaluate(self, job: EvaluationJob) -> Verdict: ...
 
 
+class Learner(Protocol):
+    def propose(self, job: LearningJob) -> list[str]:
+        """Durable learnings the task surfaced (possibly none); asked once after each task."""
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str
@@ -66,6 +90,7 @@ class Backend:
     """What people are told is doing the work; says plainly when it is not a model."""
     worker: Worker
     evaluator: Evaluator
+    learner: Learner
 
 
 def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Backend:

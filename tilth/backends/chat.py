@@ -12,8 +12,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-
 from tilth.accounting import Meter, Usage, call_cost
 from tilth.config import Settings
 from tilth.errors import TilthError
@@ -79,6 +77,8 @@ def _retry_after(exc: Exception) -> float | None:
 
 def _classify(exc: Exception) -> tuple[str, int | None, bool]:
     """(outcome, http status, retryable)"""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return "timeout", None, True
     if isinstance(exc, openai.APIConnectionError):
@@ -96,19 +96,23 @@ def _classify(exc: Exception) -> tuple[str, int | None, bool]:
 class ChatClient:
     def __init__(self, role: str, settings: Settings, meter: Meter, events: EventLog):
         self.role, self.settings, self.meter, self.events = role, settings, meter, events
+        import openai  # imported here: it costs most of a second, and most tilth processes never call a model
+
+        self._errors = (openai.OpenAIError, ValueError)
         base_url, api_key, self.model = settings.endpoint(role)
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
                                     timeout=settings.request_timeout)
 
-    def complete(self, messages: list[dict], tools: list[dict], task_id: str, iteration: int) -> ModelReply:
+    def complete(self, messages: list[dict], tools: list[dict], task_id: str, iteration: int,
+                 tool_choice: str = "auto") -> ModelReply:
         s = self.settings
         for attempt in range(1, s.max_retries + 2):
             started = time.monotonic()
             retry_after = None
             try:
-                reply, usage, reported_cost = self._request(messages, tools)
+                reply, usage, reported_cost = self._request(messages, tools, tool_choice)
                 outcome, status, retryable = ("ok", 200, False) if reply else ("empty_reply", 200, True)
-            except (openai.OpenAIError, ValueError) as exc:
+            except self._errors as exc:
                 outcome, status, retryable = _classify(exc)
                 retry_after, error = _retry_after(exc), exc
             wait = 0.0
@@ -132,10 +136,14 @@ class ChatClient:
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _request(self, messages: list[dict], tools: list[dict]) -> tuple[ModelReply | None, Usage, float | None]:
+    def _request(self, messages: list[dict], tools: list[dict],
+                 tool_choice: str) -> tuple[ModelReply | None, Usage, float | None]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
+            if tool_choice != "auto":
+                kwargs["tool_choice"] = tool_choice if tool_choice in ("required", "none") else \
+                    {"type": "function", "function": {"name": tool_choice}}
         if self.settings.max_tokens:
             kwargs["max_tokens"] = self.settings.max_tokens
         if self.settings.stream:
@@ -170,7 +178,7 @@ class ChatClient:
                         call.name = call.name or part.function.name or ""
                         call.arguments += part.function.arguments or ""
                 finish = choice.finish_reason or finish
-        if not saw_choice:
+        if not saw_choice or finish is None:
             return None, usage, cost
         return ModelReply("".join(content) or None, [calls[i] for i in sorted(calls)], finish), usage, cost
 

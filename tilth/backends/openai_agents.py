@@ -7,11 +7,12 @@ import orjson
 from pydantic import ValidationError
 
 from tilth.accounting import Meter
-from tilth.backends import Backend, EvaluationJob, WorkerJob
+from tilth.backends import Backend, EvaluationJob, LearningJob, WorkerJob
 from tilth.backends.chat import ChatClient, ModelReply
 from tilth.backends.tool_specs import EVALUATOR_TOOLS, WORKER_TOOLS
 from tilth.backends.toolbox import Toolbox, parse_arguments
 from tilth.config import Settings
+from tilth.learnings import parse_proposals
 from tilth.ledger import Case, Verdict
 from tilth.tools.fs import ToolError
 
@@ -31,6 +32,12 @@ NUDGE = "Continue using the tools. When every acceptance criterion is met, call 
 CUT_OFF = "Your reply was cut off by the length limit. Keep replies short and act through the tools."
 
 
+def forced_tool(policy: str, step: int) -> str:
+    """The tool_choice for this step: `auto`/`required`, or the step-th forced name (last repeats)."""
+    names = [name.strip() for name in policy.split(",") if name.strip()] or ["auto"]
+    return names[min(step, len(names) - 1)]
+
+
 def _say(messages: list[dict], reply: ModelReply, text: str) -> None:
     messages.append(reply.as_message())
     messages.append({"role": "user", "content": text})
@@ -42,10 +49,12 @@ class OpenAIWorker:
 
     def work(self, job: WorkerJob) -> Case | None:
         chat = ChatClient("worker", self.settings, self.meter, job.events)
-        tools = Toolbox(job.worktree, "worker", job.events, self.settings.tool_timeout, read_only=False)
+        tools = Toolbox(job.worktree, "worker", job.events, self.settings.tool_timeout, read_only=False,
+                        notes=job.notes, sandbox=job.sandbox, hooks=job.hooks)
         messages = [{"role": "system", "content": WORKER_SYSTEM}, {"role": "user", "content": job.prompt}]
-        for _ in range(self.settings.worker_max_steps):
-            reply = chat.complete(messages, WORKER_TOOLS, job.task.id, job.iteration)
+        for step in range(self.settings.worker_max_steps):
+            choice = forced_tool(self.settings.worker_tool_choice, step)
+            reply = chat.complete(messages, WORKER_TOOLS, job.task.id, job.iteration, choice)
             if not reply.tool_calls:
                 _say(messages, reply, CUT_OFF if reply.finish_reason == "length" else NUDGE)
                 continue
@@ -78,8 +87,9 @@ class OpenAIEvaluator:
         tools = Toolbox(job.worktree, "evaluator", job.events, self.settings.tool_timeout, read_only=True)
         messages = [{"role": "system", "content": EVALUATOR_SYSTEM}, {"role": "user", "content": job.prompt}]
         failures: list[str] = []
-        for _ in range(self.settings.evaluator_max_steps):
-            reply = chat.complete(messages, EVALUATOR_TOOLS, job.task.id, job.iteration)
+        for step in range(self.settings.evaluator_max_steps):
+            choice = forced_tool(self.settings.evaluator_tool_choice, step)
+            reply = chat.complete(messages, EVALUATOR_TOOLS, job.task.id, job.iteration, choice)
             verdict_calls = [c for c in reply.tool_calls if c.name == "submit_verdict"]
             other_calls = [c for c in reply.tool_calls if c.name != "submit_verdict"]
             if other_calls and not verdict_calls:
@@ -107,10 +117,23 @@ class OpenAIEvaluator:
                        next_step="Re-run the evaluation.")
 
 
+class OpenAILearner:
+    """The self-improvement step: one tool-less call to the worker model."""
+
+    def __init__(self, settings: Settings, meter: Meter):
+        self.settings, self.meter = settings, meter
+
+    def propose(self, job: LearningJob) -> list[str]:
+        chat = ChatClient("self_improvement", self.settings, self.meter, job.events)
+        reply = chat.complete([{"role": "user", "content": job.prompt}], [], job.task.id, job.iterations)
+        return parse_proposals(reply.content)
+
+
 def openai_backend(settings: Settings, meter: Meter) -> Backend:
     settings.require_model()
     worker_url, _, worker_model = settings.endpoint("worker")
     _, _, evaluator_model = settings.endpoint("evaluator")
     label = f"openai-compatible at {worker_url} (worker {worker_model}, evaluator {evaluator_model})"
-    return Backend("openai", label, OpenAIWorker(settings, meter), OpenAIEvaluator(settings, meter))
+    return Backend("openai", label, OpenAIWorker(settings, meter), OpenAIEvaluator(settings, meter),
+                   OpenAILearner(settings, meter))
 

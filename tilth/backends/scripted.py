@@ -7,7 +7,8 @@ Scenario file (JSON):
     {"tasks": {"T-1": [<step for iteration 1>, <step for iteration 2>, ...]},
      "default": [<steps for tasks not listed>]}
 A step: {"write": {path: content}, "delete": [path], "run": [shell command],
-         "case": {...} | null, "verdict": {"verdict": "accept"|"reject", ...}}
+         "notes": {name: text}, "case": {...} | null,
+         "verdict": {"verdict": "accept"|"reject", ...}, "learnings": [text]}
 Iteration n uses step n (the last step repeats). `{task}` in paths and content is
 replaced by the task id. Commands run in the worktree with TILTH_TASK and TILTH_ITER set.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from tilth.backends import Backend, EvaluationJob, WorkerJob
+from tilth.backends import Backend, EvaluationJob, LearningJob, WorkerJob
 from tilth.errors import BadInput
 from tilth.events import document
 from tilth.faults import checkpoint
@@ -41,6 +42,10 @@ class ScriptedStep(BaseModel):
     write: dict[str, str] = Field(default_factory=dict)
     delete: list[str] = Field(default_factory=list)
     run: list[str] = Field(default_factory=list)
+    notes: dict[str, str] = Field(default_factory=dict)
+    """Scratch notes the worker writes (as its note_write tool would)."""
+    learnings: list[str] = Field(default_factory=list)
+    """What the self-improvement step proposes after the task ends at this step."""
     case: Case | None = Field(default_factory=lambda: Case(summary=""))
     """None makes the worker end its turn without a case; an empty summary is filled in."""
     verdict: Verdict = Field(default_factory=lambda: Verdict(verdict="accept"))
@@ -88,6 +93,8 @@ class ScriptedWorker:
             target.write_text(fill(content))
         for relative in step.delete:
             _inside(job.worktree, fill(relative)).unlink(missing_ok=True)
+        for name, text in step.notes.items():
+            job.notes.write(fill(name), fill(text))
         env = {**os.environ, "TILTH_TASK": job.task.id, "TILTH_ITER": str(job.iteration)}
         exit_codes = [
             subprocess.run(["bash", "-c", command], cwd=job.worktree, env=env, capture_output=True).returncode
@@ -114,6 +121,14 @@ class ScriptedEvaluator:
         return self.scenario.step(job.task.id, job.iteration).verdict
 
 
+class ScriptedLearner:
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+
+    def propose(self, job: LearningJob) -> list[str]:
+        return self.scenario.step(job.task.id, max(job.iterations, 1)).learnings
+
+
 def scripted_backend(choice: BackendChoice) -> Backend:
     scenario = load_scenario(Path(choice.scenario)) if choice.scenario else Scenario()
-    return Backend("scripted", LABEL, ScriptedWorker(scenario), ScriptedEvaluator(scenario))
+    return Backend("scripted", LABEL, ScriptedWorker(scenario), ScriptedEvaluator(scenario), ScriptedLearner(scenario))

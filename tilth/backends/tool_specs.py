@@ -27,6 +27,9 @@ LIST_FILES = _tool("list_files", "List repository files, optionally filtered by 
 GREP = _tool("grep", "Search file contents with a regular expression.", {"pattern": STR, "path": STR}, ["pattern"])
 BASH = _tool("bash", "Run a shell command in the repository root; returns its output and exit code.",
              {"command": STR, "timeout": {**INT, "description": "seconds"}}, ["command"])
+NOTE_WRITE = _tool("note_write", "Save a scratch note for later tasks (kept outside the repository). "
+                                  "Start it with a one-line summary.", {"name": STR, "text": STR}, ["name", "text"])
+NOTE_READ = _tool("note_read", "Read one of your scratch notes.", {"name": STR}, ["name"])
 
 CRITERIA = {"type": "array", "items": {"type": "object", "properties": {"criterion": STR, "evidence": STR},
                                        "required": ["criterion", "evidence"]}}
@@ -42,5 +45,5 @@ SUBMIT_VERDICT = _tool("submit_verdict", "Finish the review with your decision."
                         "evidence": {"type": "array", "items": STR}, "next_step": STR},
                        ["verdict", "category", "concern", "evidence", "next_step"])
 
-WORKER_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, GREP, BASH, SUBMIT_CASE]
+WORKER_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, GREP, BASH, NOTE_WRITE, NOTE_READ, SUBMIT_CASE]
 EVALUATOR_TOOLS = [READ_FILE, LIST_FILES, GREP, SUBMIT_VERDICT]

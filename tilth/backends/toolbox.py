@@ -13,6 +13,8 @@ import orjson
 
 from tilth.backends.chat import ToolCall
 from tilth.events import EventLog, document
+from tilth.hooks import Hooks
+from tilth.kb import KnowledgeBase
 from tilth.tools.fs import ToolError, Workspace
 from tilth.tools.shell import agent_env, run_bash
 
@@ -29,9 +31,11 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
 
 
 class Toolbox:
-    def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool):
+    def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool,
+                 notes: KnowledgeBase | None = None, sandbox: tuple[str, ...] = (), hooks: Hooks | None = None):
         self.workspace = Workspace(root, read_only=read_only)
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
+        self.sandbox, self.hooks = sandbox, hooks
         self.handlers: dict[str, Callable[..., str]] = {
             "read_file": self.workspace.read_file,
             "list_files": self.workspace.list_files,
@@ -40,10 +44,12 @@ class Toolbox:
         if not read_only:
             self.handlers.update(write_file=self.workspace.write_file, edit_file=self.workspace.edit_file,
                                  bash=self.bash)
+        if notes is not None:
+            self.handlers.update(note_write=notes.write, note_read=notes.read)
 
     def bash(self, command: str, timeout: float | None = None) -> str:
         limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
-        return run_bash(command, self.root, timeout=limit, env=agent_env())
+        return run_bash(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox)
 
     def run(self, call: ToolCall, task_id: str, iteration: int) -> str:
         ok = False
@@ -51,7 +57,11 @@ class Toolbox:
             handler = self.handlers.get(call.name)
             if handler is None:
                 raise ToolError(f"there is no tool named {call.name!r}; available: {', '.join(self.handlers)}")
-            result = handler(**parse_arguments(call))
+            args = parse_arguments(call)
+            verdict = self.hooks.run("pre_tool", task_id, iteration, tool=call.name, args=args) if self.hooks else None
+            if verdict and verdict.message:
+                raise ToolError(verdict.message)
+            result = handler(**args)
             ok = True
         except ToolError as exc:
             result = f"error: {exc}"

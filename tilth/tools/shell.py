@@ -50,11 +50,12 @@ class CommandResult:
 
 
 def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int = 20_000,
-                env: dict[str, str] | None = None) -> CommandResult:
-    """Run `bash -c command`; `env`, when given, replaces the environment (as in subprocess)."""
+                env: dict[str, str] | None = None, wrapper: list[str] = ()) -> CommandResult:
+    """Run `bash -c command`, behind `wrapper` (a sandbox argv prefix) if given; `env`, when
+    given, replaces the environment (as in subprocess)."""
     with tempfile.TemporaryFile() as out:
         try:
-            proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen([*wrapper, "bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
@@ -69,9 +70,9 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
 
 
 def run_bash(command: str, cwd: Path, timeout: float = 120, max_output: int = 20_000,
-             env: dict[str, str] | None = None) -> str:
+             env: dict[str, str] | None = None, wrapper: list[str] = ()) -> str:
     """Combined stdout+stderr, then "[exit code N]" (or why the command was stopped): text for a model."""
-    result = run_command(command, cwd, timeout, max_output, env)
+    result = run_command(command, cwd, timeout, max_output, env, wrapper)
     if result.stopped == "timeout":
         footer = f"[timed out after {timeout:g} s; the command and every process it started were killed]"
     elif result.stopped == "too much output":

@@ -1,0 +1,16 @@
+"""`make bench` (`python -m bench [NAME ...]`): every benchmark, or the named ones, one table
+each. A benchmark is a module here with `main() -> int`; run one alone with its options as
+`python -m bench.NAME --help`."""
+
+import importlib
+import sys
+
+BENCHMARKS = ("supervisor", "prompt_growth")
+
+exit_code = 0
+for name in sys.argv[1:] or BENCHMARKS:
+    module = importlib.import_module(f"bench.{name}")
+    sys.argv = [f"python -m bench.{name}"]
+    exit_code |= module.main() or 0
+    print()
+raise SystemExit(exit_code)

@@ -1,0 +1,21 @@
+"""`python -m tilth.daemon`: the supervisor in this process. `tilth daemon` starts it
+detached; this entry point imports no model SDK, which keeps the supervisor small."""
+
+from __future__ import annotations
+
+import argparse
+
+from tilth.daemon.process import serve
+from tilth.daemon.supervisor import RESCAN_S
+from tilth.home import tilth_home
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tilth.daemon", description="the tilth supervisor")
+    parser.add_argument("--rescan", type=float, default=RESCAN_S, help="seconds between safety-net rescans")
+    parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    return serve(tilth_home(), args.rescan, args.ready_fd)
+
+
+raise SystemExit(main())

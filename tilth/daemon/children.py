@@ -1,0 +1,98 @@
+"""One child process per running session: `python -m tilth run <id>`.
+
+Each child is the leader of its own process group (start_new_session), so a session's
+tools die with it on `tilth stop --now`, a Ctrl-C at the supervisor's terminal does not
+reach it, and one session's crash never touches another.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+from tilth.home import SessionPaths
+
+RUN_LOG = "run.log"
+"""The child's stdout and stderr, in its session dir (a traceback lands here)."""
+
+
+class Child:
+    def __init__(self, paths: SessionPaths, resume: bool, on_exit: Callable[["Child"], None]):
+        self.paths = paths
+        self.resume = resume
+        self.terminated = False
+        """The supervisor asked it to stop (SIGTERM): if it had not begun running, it stays queued."""
+        self.killed = False
+        """The supervisor SIGKILLed it (a second stop signal): it ends as stopped, not crashed."""
+        argv = [sys.executable, "-m", "tilth", "run", paths.id, "--from-queue", *(["--resume"] if resume else [])]
+        env = {**os.environ, "TILTH_HOME": str(paths.home)}
+        with open(paths.dir / RUN_LOG, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=paths.home, env=env, start_new_session=True)
+        self.pid = self.proc.pid
+        self._on_exit = on_exit
+        # A child's exit is an event: a thread blocks on it and reports it at once.
+        self.waiter = threading.Thread(target=self._wait, name=f"wait-{paths.id}", daemon=True)
+        self.waiter.start()
+
+    def _wait(self) -> None:
+        self.proc.wait()
+        self._on_exit(self)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+    def terminate(self) -> None:
+        """Ask for a clean stop: the child finishes its iteration, then exits as stopped."""
+        self.terminated = True
+        signal_pid(self.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.killed = True
+        kill_group(self.pid)
+
+
+def signal_pid(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def kill_group(pid: int) -> bool:
+    """SIGKILL the process and, when it leads its own group, everything it started."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def proc_state(pid: int) -> str | None:
+    """The kernel's state letter for pid (Z = zombie, dead), None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]

@@ -1,0 +1,136 @@
+"""The supervisor seen from outside: its files under $TILTH_HOME, starting it detached,
+asking it to stop, and whether it runs (judged by the flock on daemon.lock, never by pid).
+
+  daemon.lock  flock held for the supervisor's life; {pid, role, started, heartbeat} inside
+  daemon.pid   the pid, for people and scripts (removed on a clean exit)
+  daemon.log   the supervisor's stdout and stderr when detached
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tilth.clock import utc_now
+from tilth.errors import TilthError
+from tilth.lock import HeldLock, live_holder, wait_released
+
+READY_TIMEOUT = 15.0
+"""How long `tilth daemon` / `tilth resume` wait for a freshly started supervisor to say it is up."""
+
+
+class DaemonRunning(TilthError):
+    """A supervisor already holds daemon.lock."""
+
+
+@dataclass(frozen=True)
+class DaemonPaths:
+    home: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.home / "daemon.lock"
+
+    @property
+    def pid(self) -> Path:
+        return self.home / "daemon.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.home / "daemon.log"
+
+
+class DaemonLock(HeldLock):
+    def __init__(self, home: Path):
+        super().__init__(DaemonPaths(home).lock, "supervisor")
+        self.home = home
+
+    def busy(self, pid: object) -> TilthError:
+        return DaemonRunning(f"a supervisor is already running for {self.home} (pid {pid}); "
+                             "`tilth daemon stop` stops it")
+
+
+def holder(home: Path) -> dict | None:
+    """The running supervisor's {pid, started, heartbeat}, or None when none runs."""
+    return live_holder(DaemonPaths(home).lock)
+
+
+def running_pid(home: Path) -> int | None:
+    info = holder(home)
+    return info.get("pid") if info else None
+
+
+def start_detached(home: Path, rescan: float | None = None, wait: bool = True) -> int:
+    """Start `python -m tilth.daemon` in its own session, stdin from /dev/null, output to
+    daemon.log. With `wait`, return once it holds daemon.lock (or say why it did not)."""
+    paths = DaemonPaths(home)
+    home.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "tilth.daemon"] + (["--rescan", str(rescan)] if rescan else [])
+    read_fd, write_fd = os.pipe() if wait else (None, None)
+    if write_fd is not None:
+        argv += ["--ready-fd", str(write_fd)]
+    try:
+        with open(paths.log, "ab") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=home,
+                                    env={**os.environ, "TILTH_HOME": str(home)}, start_new_session=True,
+                                    pass_fds=() if write_fd is None else (write_fd,))
+    finally:
+        if write_fd is not None:
+            os.close(write_fd)
+    if read_fd is None:
+        return proc.pid
+    try:
+        return _await_ready(home, proc, read_fd)
+    finally:
+        os.close(read_fd)
+
+
+def _await_ready(home: Path, proc: subprocess.Popen, read_fd: int) -> int:
+    """The child writes `ready <pid>` or `busy <pid>` on the pipe; EOF means it died first."""
+    ready, _, _ = select.select([read_fd], [], [], READY_TIMEOUT)
+    words = os.read(read_fd, 100).decode().split() if ready else []
+    if words[:1] == ["ready"]:
+        return int(words[1])
+    if words[:1] == ["busy"]:
+        raise DaemonLock(home).busy(words[1])
+    pid = running_pid(home)
+    if pid is not None:  # another start won the race; it is the supervisor now
+        return pid
+    state = "did not come up in time" if not ready else f"exited ({proc.poll()})"
+    raise TilthError(f"the supervisor {state}; see {DaemonPaths(home).log}")
+
+
+def ensure_running(home: Path, wait: bool) -> tuple[int, bool]:
+    """(pid, started): the running supervisor, or a new one started detached."""
+    pid = running_pid(home)
+    if pid is not None:
+        return pid, False
+    return start_detached(home, wait=wait), True
+
+
+def stop(home: Path, timeout: float | None) -> tuple[int | None, bool]:
+    """SIGTERM the supervisor and wait until it has exited (its running sessions finish
+    their iteration first). (pid or None when none ran, exited within the timeout)."""
+    pid = running_pid(home)
+    if pid is None:
+        return None, True
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    return pid, wait_released(DaemonPaths(home).lock, timeout)
+
+
+def heartbeat_age(info: dict) -> float | None:
+    """Seconds since the supervisor last refreshed its heartbeat."""
+    try:
+        beat = datetime.strptime(info["heartbeat"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return max(0.0, (utc_now() - beat).total_seconds())

@@ -1,0 +1,80 @@
+"""What `tilth start`, `tilth resume` and `tilth stop` do when the supervisor runs the
+session: hand it over (queue it and make sure a supervisor runs), or stop it."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+
+from tilth.daemon import transitions
+from tilth.daemon.children import kill_group, signal_pid
+from tilth.daemon.control import ensure_running
+from tilth.errors import TilthError
+from tilth.home import SessionPaths
+from tilth.lock import live_holder, wait_released
+from tilth.session import SessionState, load_session
+from tilth.status import effective_state
+
+ROUNDS = 20
+"""How many times `tilth stop` looks again when it meets a momentary state change."""
+KILL_TIMEOUT = 30.0
+
+
+@dataclass
+class Handed:
+    session_id: str
+    start_at: str | None
+    supervisor_pid: int
+    started_supervisor: bool
+
+
+def submit(paths: SessionPaths, reason: str, resume: bool, start_at: str | None, wait: bool) -> Handed:
+    """Queue the session for the supervisor, then make sure one runs (started detached when
+    not; with `wait`, only once it is up). Refused while any process runs the session."""
+    transitions.hand_over(paths, reason, resume, start_at)
+    pid, started = ensure_running(paths.home, wait=wait)
+    return Handed(paths.id, start_at, pid, started)
+
+
+def still_queued(paths: SessionPaths) -> bool:
+    """For a runner the supervisor started: the session was not stopped meanwhile."""
+    return load_session(paths).state == SessionState.queued
+
+
+def stop_session(paths: SessionPaths, now: bool) -> str:
+    """Ask the runner to stop after its iteration (SIGTERM), or with `now` kill its process
+    group and mark the session stopped. A queued session just becomes stopped."""
+    load_session(paths)
+    for _ in range(ROUNDS):
+        holder = live_holder(paths.lock)
+        if holder is None:
+            if transitions.mark_stopped(paths, {SessionState.queued}, now=now, pid=None):
+                return f"session {paths.id} was queued; it is stopped now (`tilth resume {paths.id}` queues it again)"
+            record = load_session(paths)
+            if record.state != SessionState.queued:
+                return f"session {paths.id} is not running ({effective_state(paths, record)}); nothing to stop"
+            continue  # someone took the lock between our look and our change: look again
+        if holder.get("role", "run") != "run" or not isinstance(holder.get("pid"), int):
+            wait_released(paths.lock, 1.0)  # a state change in progress; it takes milliseconds
+            continue
+        pid = holder["pid"]
+        if not now:
+            signal_pid(pid, signal.SIGTERM)
+            return (f"session {paths.id}: asked its runner (pid {pid}) to stop after the current iteration; "
+                    f"`tilth wait {paths.id}` waits for it")
+        return _kill(paths, pid)
+    raise TilthError(f"session {paths.id} kept changing hands; try `tilth stop {paths.id}` again")
+
+
+def _kill(paths: SessionPaths, pid: int) -> str:
+    kill_group(pid)
+    if not wait_released(paths.lock, KILL_TIMEOUT):
+        raise TilthError(f"session {paths.id}: runner pid {pid} still holds the session {KILL_TIMEOUT:g}s after SIGKILL")
+    ended = {SessionState.running, SessionState.crashed, SessionState.queued}
+    for _ in range(ROUNDS):
+        if transitions.mark_stopped(paths, ended, now=True, pid=pid):
+            break
+        if load_session(paths).state not in ended:
+            break
+        wait_released(paths.lock, 1.0)  # the supervisor is recording the runner's death
+    return f"session {paths.id}: killed its runner (pid {pid}); stopped (`tilth resume {paths.id}` continues it)"

@@ -1,0 +1,110 @@
+"""The supervisor process (`tilth daemon --foreground`, `python -m tilth.daemon`): hold
+daemon.lock for life, write daemon.pid, tell the starter it is up, run the Supervisor,
+and on SIGTERM/SIGINT stop in order: no new runners, forward SIGTERM so each running
+session finishes its iteration and stops, wait for them, exit. A second signal kills them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import sys
+from pathlib import Path
+
+from tilth.daemon.control import DaemonLock, DaemonPaths, running_pid
+from tilth.daemon.supervisor import RESCAN_S, Supervisor
+from tilth.jsonio import write_atomic
+
+log = logging.getLogger("tilth.daemon")
+
+
+class Signals:
+    """SIGTERM/SIGINT/SIGHUP only count; the wakeup fd turns a signal into a readable pipe."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_blocking(self.write_fd, False)
+
+    def install(self) -> "Signals":
+        signal.set_wakeup_fd(self.write_fd)
+        # SIGHUP too: `--foreground` in a terminal that closes stops in order. (A handler,
+        # unlike SIG_IGN, is not inherited by the runners.)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.count += 1
+
+    def nudge(self) -> None:
+        try:
+            os.write(self.write_fd, b"\0")
+        except BlockingIOError:
+            pass  # the pipe is full, so the main thread is due to wake anyway
+
+    def wait(self) -> None:
+        """Block until a signal arrives or a nudge."""
+        select.select([self.read_fd], [], [])
+        try:
+            while os.read(self.read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def _tell(ready_fd: int | None, message: str) -> None:
+    if ready_fd is None:
+        return
+    try:
+        os.write(ready_fd, message.encode())
+    except OSError:
+        pass
+    finally:
+        os.close(ready_fd)
+
+
+def serve(home: Path, rescan_s: float = RESCAN_S, ready_fd: int | None = None) -> int:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+    for noisy in ("apscheduler", "watchfiles"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    home.mkdir(parents=True, exist_ok=True)
+    lock = DaemonLock(home)
+    if not lock.try_acquire():
+        pid = running_pid(home)
+        _tell(ready_fd, f"busy {pid}\n")
+        print(f"tilth: {lock.busy(pid)}", file=sys.stderr)
+        return 2
+    pid_file = DaemonPaths(home).pid
+    try:
+        write_atomic(pid_file, f"{os.getpid()}\n".encode())
+        signals = Signals().install()
+        supervisor = Supervisor(home, lock, rescan_s, signals.nudge)
+        supervisor.start()
+        _tell(ready_fd, f"ready {os.getpid()}\n")
+        log.info("supervisor pid %d up for %s (rescan every %ss)", os.getpid(), home, rescan_s)
+        while not signals.count:
+            signals.wait()
+        running = supervisor.stop_accepting()
+        log.info("stop requested: %d running session(s) finish their iteration, then stop", len(running))
+        escalated = False
+        while any(child.returncode is None for child in running):
+            if signals.count > 1 and not escalated:
+                escalated = True
+                log.warning("second stop signal: killing the running sessions now")
+                for child in running:
+                    child.kill()
+            signals.wait()
+        supervisor.finish(running)
+        log.info("supervisor pid %d stopped", os.getpid())
+        return 0
+    finally:
+        try:
+            if pid_file.read_text().strip() == str(os.getpid()):
+                pid_file.unlink()
+        except OSError:
+            pass
+        lock.release()

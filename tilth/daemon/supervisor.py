@@ -1,0 +1,214 @@
+"""The supervisor's decisions. `Supervisor.tick(now)` makes every one: settle children
+that exited, mark sessions whose runner vanished as crashed, re-queue done sessions whose
+plan grew, start queued sessions that are due while slots are free, and ask to be woken
+at the next scheduled start. Everything else only calls it, one tick at a time (a lock): the apscheduler jobs
+(the periodic rescan and `--at` start times), the sessions/ watcher, and a thread per child
+that reports the child's exit. The process around it (lock, signals, shutdown) is in
+process.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from tilth.clock import utc_now
+from tilth.config import Settings, load_settings
+from tilth.daemon import queue, transitions
+from tilth.daemon.children import Child, describe_exit
+from tilth.daemon.control import DaemonLock
+from tilth.daemon.watcher import Watcher
+from tilth.errors import BadInput
+from tilth.home import all_session_ids, session_paths
+from tilth.jsonio import read_jsonl
+from tilth.lock import is_locked
+from tilth.prd import TaskStatus, load_plan
+from tilth.session import SessionState, load_session
+
+log = logging.getLogger("tilth.daemon")
+
+RESCAN_S = 2.0
+"""The safety-net rescan: queue pickup and stale-lock recovery even when no event came."""
+HEARTBEAT_S = 10.0
+
+
+class Supervisor:
+    def __init__(self, home: Path, lock: DaemonLock, rescan_s: float = RESCAN_S,
+                 nudge: Callable[[], None] = lambda: None):
+        self.home = home
+        self.lock = lock
+        self.rescan_s = rescan_s
+        self.nudge = nudge
+        """Wakes the main thread (it waits for children to exit while stopping)."""
+        self.children: dict[str, Child] = {}
+        self.exited: list[Child] = []
+        self.stopping = False
+        self._tick_lock = threading.Lock()
+        self._settings = Settings()
+        self._plans_seen: dict[str, int] = {}
+        self._wakes: set[datetime] = set()
+        self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
+            "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
+        self.watcher = Watcher(home / "sessions", self.wake)
+
+    # -- triggers: each only calls tick --------------------------------------------------
+
+    def wake(self) -> None:
+        self.tick(utc_now())
+
+    def _child_exited(self, child: Child) -> None:
+        self.nudge()
+        self.tick(utc_now())
+
+    # -- the decisions -------------------------------------------------------------------
+
+    def tick(self, now: datetime) -> None:
+        with self._tick_lock:
+            try:
+                self._settle_exits()
+                seen = self._look()
+                self._recover(queue.stale(seen))
+                self._requeue_grown(seen)
+                if not self.stopping:
+                    self._launch(queue.to_start(now, seen, self._max_parallel()))
+                    self._schedule(now, queue.wakes(now, seen))
+            except Exception:
+                log.exception("tick failed; the next one retries")
+
+    def _settle_exits(self) -> None:
+        for sid, child in list(self.children.items()):
+            if child.returncode is not None:
+                del self.children[sid]
+                self.exited.append(child)
+                log.info("session %s: runner pid %d ended (%s)", sid, child.pid, describe_exit(child.returncode))
+        self.exited = [child for child in self.exited if not self._settled(child)]
+
+    def _settled(self, child: Child) -> bool:
+        """True once the child's end shows in session.json. A runner that ends normally
+        wrote its own end state; one that died left `running` (or never left `queued`)."""
+        paths = child.paths
+        try:
+            record = load_session(paths)
+        except BadInput:
+            return True
+        if record.state not in (SessionState.running, SessionState.queued):
+            return True
+        if is_locked(paths.lock):
+            return record.state == SessionState.running  # someone else runs it now
+        if record.state == SessionState.queued and (_began(paths) or (child.terminated and not child.killed)):
+            return True  # it ran and was queued again since, or it was stopped before it began
+        code = child.returncode
+        if child.killed:
+            done = transitions.mark_stopped(paths, {SessionState.running, SessionState.queued}, now=True,
+                                            pid=child.pid, role="supervisor") is not None
+        else:
+            done = transitions.mark_crashed(paths, f"runner {describe_exit(code)}; see {paths.dir}/run.log",
+                                            code, also_queued=True)
+        if done:
+            log.warning("session %s: marked %s (runner %s)", paths.id, "stopped" if child.killed else "crashed",
+                        describe_exit(code))
+        return done
+
+    def _look(self) -> list[queue.Seen]:
+        seen = []
+        for sid in all_session_ids(self.home):
+            paths = session_paths(sid, self.home)
+            try:
+                record = load_session(paths)
+            except BadInput:
+                continue
+            active = record.state in (SessionState.queued, SessionState.running)
+            seen.append(queue.Seen(record, locked=active and is_locked(paths.lock), ours=sid in self.children))
+        return seen
+
+    def _recover(self, stale: list) -> None:
+        for record in stale:
+            paths = session_paths(record.id, self.home)
+            if transitions.mark_crashed(paths, "its runner is gone (session lock free)", None):
+                log.warning("session %s: said running but nobody held its lock; marked crashed", record.id)
+
+    def _requeue_grown(self, seen: list[queue.Seen]) -> None:
+        """A done session whose prd.json gained pending tasks is queued again (plans are
+        re-read only when prd.json's mtime changed)."""
+        for s in seen:
+            if s.record.state != SessionState.done or not s.record.supervised:
+                continue
+            paths = session_paths(s.record.id, self.home)
+            try:
+                mtime = paths.prd.stat().st_mtime_ns
+                if self._plans_seen.get(s.record.id) == mtime:
+                    continue
+                pending = any(t.status == TaskStatus.pending for t in load_plan(paths.prd))
+            except (OSError, BadInput):
+                continue
+            self._plans_seen[s.record.id] = mtime
+            if pending:
+                if transitions.requeue_grown(paths):
+                    log.info("session %s: prd.json gained pending tasks; queued again", s.record.id)
+                else:
+                    self._plans_seen.pop(s.record.id, None)
+
+    def _launch(self, records: list) -> None:
+        for record in records:
+            paths = session_paths(record.id, self.home)
+            claimed, resume = transitions.claim_for_launch(paths)
+            if not claimed:
+                continue
+            child = Child(paths, resume, self._child_exited)
+            self.children[record.id] = child
+            log.info("session %s: started runner pid %d%s", record.id, child.pid, " (resume)" if resume else "")
+
+    def _schedule(self, now: datetime, wakes: set[datetime]) -> None:
+        for moment in wakes - self._wakes:
+            self.scheduler.add_job(self.wake, "date", run_date=moment, id=f"start-at-{moment.isoformat()}",
+                                   replace_existing=True)
+            log.info("a scheduled start wakes the supervisor at %s", moment.isoformat())
+        self._wakes = {moment for moment in self._wakes | wakes if moment > now}
+
+    def _max_parallel(self) -> int:
+        try:
+            self._settings = load_settings(self.home)
+        except BadInput as exc:
+            log.warning("settings unreadable (%s); keeping the previous ones", exc)
+        return self._settings.max_parallel_sessions
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        (self.home / "sessions").mkdir(parents=True, exist_ok=True)
+        self.scheduler.add_job(self.wake, "interval", seconds=self.rescan_s, id="rescan")
+        self.scheduler.add_job(self.lock.beat, "interval", seconds=HEARTBEAT_S, id="heartbeat")
+        self.scheduler.start()
+        self.watcher.start()
+        self.wake()
+
+    def stop_accepting(self) -> list[Child]:
+        """No new runners from now on; ask the running ones to stop after their iteration."""
+        with self._tick_lock:
+            self.stopping = True
+        self.scheduler.shutdown(wait=True)
+        self.watcher.stop()
+        with self._tick_lock:
+            running = list(self.children.values())
+        for child in running:
+            log.info("session %s: asking runner pid %d to stop after its iteration", child.paths.id, child.pid)
+            child.terminate()
+        return running
+
+    def finish(self, children: list[Child]) -> None:
+        for child in children:
+            child.waiter.join()
+        self.tick(utc_now())
+
+
+def _began(paths) -> bool:
+    """The runner got as far as `session_started` after the supervisor launched it."""
+    for event in reversed(read_jsonl(paths.events)):
+        if event.get("type") in ("session_started", "session_launched"):
+            return event["type"] == "session_started"
+    return False
