@@ -353,3 +353,14 @@ def test_build_report_points_at_pr_when_every_task_is_done(sandbox):
     text = build_report(session_paths("s2", sandbox.home))
     assert "Tasks:      1/1 done, 0 failed\n" in text
     assert text.endswith("Next: tilth pr s2\n")
+
+
+def test_an_archived_session_cannot_be_run_or_resumed(sandbox):
+    import json as _json
+    assert sandbox.start("s1", [task("T-1")], None).returncode == 0
+    path = sandbox.session_dir("s1") / "session.json"
+    record = _json.loads(path.read_text())
+    path.write_text(_json.dumps({**record, "state": "archived"}))
+    for args in (("run", "s1"), ("resume", "s1", "--foreground"), ("resume", "s1")):
+        result = sandbox.tilth(*args)
+        assert result.returncode == 2 and "archived" in result.stderr, (args, result.stderr)

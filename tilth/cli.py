@@ -18,7 +18,7 @@ from tilth.errors import BadInput, TilthError
 from tilth.home import session_paths, tilth_home
 from tilth.loop import run_session
 from tilth.report import print_event
-from tilth.session import BackendChoice, load_session, most_recent_session
+from tilth.session import BackendChoice, SessionState, load_session, most_recent_session
 from tilth.status import all_summaries, render_one, render_table, session_summary
 from tilth.stopflag import StopFlag
 
@@ -39,13 +39,15 @@ def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoic
     return BackendChoice(name=name, scenario=scenario)
 
 
-def run_foreground(session_id: str, resume: bool) -> int:
+def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
     paths = session_paths(session_id)
     record = load_session(paths)
+    if record.state == SessionState.archived:
+        raise BadInput(f"session {record.id} is archived (its branch was retired); start a new session instead")
     settings = load_settings(paths.home)
     print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
     return run_session(paths, settings, StopFlag().install(), resume=resume,
-                       backend_name=configured_backend(settings), echo=print_event)
+                       backend_name=configured_backend(settings), echo=print_event, expect_queued=expect_queued)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -77,13 +79,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.from_queue and not still_queued(session_paths(args.id)):
         print(f"session {args.id} is no longer queued; nothing to run")
         return 0
-    return run_foreground(args.id, resume=args.resume)
+    return run_foreground(args.id, resume=args.resume, expect_queued=args.from_queue)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from tilth.cli_daemon import hand_over
 
     session_id = args.id or most_recent_session().id
+    if load_session(session_paths(session_id)).state == SessionState.archived:
+        raise BadInput(f"session {session_id} is archived (its branch was retired); it cannot be resumed")
     if args.foreground:
         return run_foreground(session_id, resume=True)
     return hand_over(session_paths(session_id), "resume", resume=True)

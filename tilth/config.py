@@ -133,7 +133,7 @@ class Settings(BaseModel):
         for pattern in patterns:
             try:
                 re.compile(pattern)
-            except re.error as exc:
+            except (re.error, OverflowError, RecursionError) as exc:
                 raise ValueError(f"secret pattern {pattern!r} is not a valid regular expression ({exc})") from None
         return patterns
 
@@ -177,9 +177,11 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
     config_file = home / "config.toml"
     if config_file.is_file():
         try:
-            values.update(tomllib.loads(config_file.read_text()))
+            values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise BadInput(f"{config_file}: not UTF-8 text; save it as UTF-8 and retry") from None
         except tomllib.TOMLDecodeError as exc:
-            raise BadInput(f"{config_file}: not valid TOML ({exc}); fix it and retry") from None
+            raise BadInput(f"{config_file}: not valid TOML ({' '.join(str(exc).split())}); fix it and retry") from None
         sources.update({key: str(config_file) for key in values})
     for field in Settings.model_fields:
         if env_name(field) in os.environ:
@@ -191,7 +193,9 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "?"
         source = sources.get(field, f"{config_file}")
-        raise BadInput(f"{source}: {field}: {error['msg']}; fix the setting and retry") from None
+        shown = field if field.isprintable() else repr(field)
+        message = " ".join(str(error["msg"]).split())
+        raise BadInput(f"{source}: {shown}: {message}; fix the setting and retry") from None
     return settings, sources
 
 

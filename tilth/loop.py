@@ -63,11 +63,16 @@ class Run:
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
-                backend_name: str | None = None, echo: Callable[[dict], None] | None = None) -> int:
+                backend_name: str | None = None, echo: Callable[[dict], None] | None = None,
+                expect_queued: bool = False) -> int:
+    """Run the session to its end. `expect_queued` (a supervisor's child): do nothing unless the
+    session is still queued once the lock is held, so a `tilth stop` racing the spawn wins."""
     register_secret(settings.api_key)
     register_secret(settings.evaluator_api_key)
     register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
     with SessionLock(paths.lock, paths.id) as lock:
+        if expect_queued and load_session(paths).state != SessionState.queued:
+            return EXIT_STOPPED
         run = prepare(paths, settings, stop, resume, backend_name, EventLog(paths.events, echo))
         try:
             state, reason = drive(run, lock)

@@ -7,20 +7,28 @@ key of one task, so a user who edits or appends tasks while a session runs loses
 from __future__ import annotations
 
 import fcntl
+import json
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Iterator
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from tilth.errors import BadInput, PlanChanged
 from tilth.jsonio import write_atomic
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
-NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+def _not_blank(value: str) -> str:
+    # Python's idea of whitespace (str.strip) is wider than pydantic's: \x1c-\x1f count too.
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value.strip()
+
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
 
 
 class TaskStatus(StrEnum):
@@ -121,7 +129,7 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
             parse_plan(data, str(path))
         except BadInput as exc:
             raise _changed(exc) from None
-        raw = orjson.loads(data)
+        raw = json.loads(data)  # not orjson: it turns integers beyond 64 bits into floats
         changed = False
         for item in raw:
             new = changes.get(item.get("id"))
@@ -129,7 +137,7 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
                 item["status"] = new.value
                 changed = True
         if changed:
-            write_atomic(path, orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n")
+            write_atomic(path, json.dumps(raw, indent=2, ensure_ascii=False).encode() + b"\n")
 
 
 def set_status(path: Path, task_id: str, status: TaskStatus) -> None:
