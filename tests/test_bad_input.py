@@ -140,3 +140,15 @@ def test_dirty_or_detached_checkouts_need_an_explicit_base(sandbox):
 
     explicit = sandbox.tilth(*args, "--base", "HEAD")
     assert explicit.returncode == 0, explicit.stderr
+
+
+def test_an_unusable_tilth_home_is_refused(sandbox):
+    blocker = sandbox.root / "a-file"
+    blocker.write_text("")
+    plan = sandbox.write_json("prd.json", [task("T-1")])
+    result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1",
+                           "--backend", "scripted", "--foreground", env={"TILTH_HOME": str(blocker / "home")})
+    assert result.returncode == 2 and "TILTH_HOME" in result.stderr and "cannot be used" in result.stderr
+    assert result.stderr.count("\n") == 1
+    assert git(sandbox.repo, "branch", "--list", "session/s1") == ""
+    assert git(sandbox.repo, "worktree", "list", "--porcelain").count("worktree ") == 1

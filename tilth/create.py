@@ -14,7 +14,7 @@ from tilth.clock import iso, utc_now
 from tilth.errors import BadInput
 from tilth.events import EventLog, document
 from tilth.gitops import check_checkout, create_worktree, open_source_repo, remove_worktree, resolve_commit
-from tilth.home import SessionPaths, check_session_id, session_paths, tilth_home
+from tilth.home import SessionPaths, check_session_id, ensure_home, session_paths, tilth_home
 from tilth.jsonio import fsync_dir, write_atomic, write_json
 from tilth.prd import load_plan
 from tilth.session import BackendChoice, SessionRecord
@@ -54,6 +54,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     base = resolve_commit(repo, base_rev or "HEAD")
     branch = f"session/{paths.id}"
 
+    ensure_home(paths.home)
     staging = paths.dir.with_name(f".creating-{paths.id}")
     shutil.rmtree(staging, ignore_errors=True)
     create_worktree(repo, branch, base, worktree_name(paths.id), paths.worktree)

@@ -69,6 +69,16 @@ class SessionPaths:
         return self.dir / "scenario.json"
 
 
+def ensure_home(home: Path) -> None:
+    """Create TILTH_HOME's two directories, or say plainly why it cannot be used."""
+    try:
+        for name in ("sessions", "worktrees"):
+            (home / name).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"TILTH_HOME {home} cannot be used ({exc.strerror}); set TILTH_HOME to a writable "
+                       "directory") from None
+
+
 def session_paths(session_id: str, home: Path | None = None) -> SessionPaths:
     return SessionPaths(home or tilth_home(), check_session_id(session_id))
 
