@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import git, make_repo, task
+from conftest import git, task
 
 
 def assert_nothing_created(sandbox, session_id="s1"):

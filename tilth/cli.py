@@ -18,7 +18,7 @@ from tilth.errors import BadInput, TilthError
 from tilth.home import session_paths, tilth_home
 from tilth.loop import run_session
 from tilth.report import print_event
-from tilth.session import BackendChoice, SessionState, load_session, most_recent_session
+from tilth.session import BackendChoice, find_session, load_session, refuse_archived
 from tilth.status import all_summaries, render_one, render_table, session_summary
 from tilth.stopflag import StopFlag
 
@@ -42,8 +42,7 @@ def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoic
 def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
     paths = session_paths(session_id)
     record = load_session(paths)
-    if record.state == SessionState.archived:
-        raise BadInput(f"session {record.id} is archived (its branch was retired); start a new session instead")
+    refuse_archived(record)
     settings = load_settings(paths.home)
     print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
     return run_session(paths, settings, StopFlag().install(), resume=resume,
@@ -85,12 +84,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from tilth.cli_daemon import hand_over
 
-    session_id = args.id or most_recent_session().id
-    if load_session(session_paths(session_id)).state == SessionState.archived:
-        raise BadInput(f"session {session_id} is archived (its branch was retired); it cannot be resumed")
+    paths, record = find_session(args.id)
+    refuse_archived(record)
     if args.foreground:
-        return run_foreground(session_id, resume=True)
-    return hand_over(session_paths(session_id), "resume", resume=True)
+        return run_foreground(paths.id, resume=True)
+    return hand_over(paths, "resume", resume=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -5,19 +5,12 @@ from __future__ import annotations
 import argparse
 
 from tilth.config import load_settings
-from tilth.home import SessionPaths, session_paths
-from tilth.session import load_session, most_recent_session
+from tilth.session import find_session
 from tilth.summary import SummarySettings, learnings_path, summary_path, write_summary
 
 
-def _session(session_id: str | None) -> SessionPaths:
-    paths = session_paths(session_id) if session_id else most_recent_session()
-    load_session(paths)
-    return paths
-
-
 def cmd_summarize(args: argparse.Namespace) -> int:
-    paths = _session(args.id)
+    paths, _ = find_session(args.id)
     settings = load_settings(paths.home)
     before = summary_path(paths).stat().st_size if summary_path(paths).exists() else 0
     journal = paths.progress.stat().st_size if paths.progress.exists() else 0
@@ -29,7 +22,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_learnings(args: argparse.Namespace) -> int:
-    paths = _session(args.id)
+    paths, _ = find_session(args.id)
     path = learnings_path(paths)
     print(path.read_text().strip() if path.exists() else f"no proposed learnings yet for {paths.id}")
     return 0

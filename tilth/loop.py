@@ -153,7 +153,7 @@ def run_task(run: Run, task: Task) -> bool:
         run.caps.check(task.id)
         entry = run_iteration(run, task)
         if entry.verdict.accepted:
-            sha = commit_done(run.ws, task, entry)
+            sha = commit_done(run.ws, task, entry, restage=False)
             after_task(run, task, "done", entry.iter, sha)
             return True
     sha = commit_failed(run.ws, task, entry)

@@ -65,9 +65,12 @@ def stage(ws: Workspace, task: Task, iteration: int) -> None:
         ws.events.emit("nested_repo_skipped", task.id, iteration, paths=nested)
 
 
-def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry) -> str:
+def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool = True) -> str:
+    """`restage=False` commits the index exactly as the evaluator's diff saw it (the normal path);
+    recovery restages, since the process that staged it is gone."""
     checkpoint("before_commit", task.id)
-    stage(ws, task, accepted.iter)
+    if restage:
+        stage(ws, task, accepted.iter)
     summary = accepted.case.summary if accepted.case else ""
     sha = commit_staged(ws.repo, done_message(ws.record.id, task, summary, accepted.iter))
     ws.events.emit("commit", task.id, accepted.iter, sha=sha, iterations=accepted.iter)

@@ -14,18 +14,13 @@ from urllib.parse import quote, urlsplit
 
 from tilth import gitcli
 from tilth.errors import BadInput
-from tilth.home import SessionPaths, session_paths
+from tilth.home import SessionPaths
 from tilth.jsonio import write_atomic
-from tilth.session import SessionRecord, load_session, most_recent_session
+from tilth.session import SessionRecord
 from tilth.tally import SessionTally, money, tally
 
 PR_BODY = "pr.md"
 DEFAULT_BASE = "main"
-
-
-def session_for(session_id: str | None) -> tuple[SessionPaths, SessionRecord]:
-    paths = session_paths(session_id) if session_id else most_recent_session()
-    return paths, load_session(paths)
 
 
 def resume_command(session_id: str) -> str:

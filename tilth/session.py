@@ -87,6 +87,17 @@ def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None) 
     return record
 
 
+def find_session(session_id: str | None) -> tuple[SessionPaths, SessionRecord]:
+    """The named session, or the most recent one, with its record."""
+    paths = session_paths(session_id) if session_id else most_recent_session()
+    return paths, load_session(paths)
+
+
+def refuse_archived(record: SessionRecord) -> None:
+    if record.state == SessionState.archived:
+        raise BadInput(f"session {record.id} is archived (its branch was retired); start a new session instead")
+
+
 def most_recent_session(home: Path | None = None) -> SessionPaths:
     ids = all_session_ids(home)
     if not ids:
