@@ -20,7 +20,7 @@ test: $(STAMP) llama
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python -m tilth.demo
+	$(BIN)/python -m tilth.cli.demo
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

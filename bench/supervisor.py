@@ -69,12 +69,12 @@ def run(sessions: int, tasks: int, root: Path) -> dict:
     os.environ["TILTH_MAX_PARALLEL_SESSIONS"] = str(sessions)
     # Imported after TILTH_HOME is set; library calls create the sessions quickly, so the
     # measurement is the supervisor's, not N command-line start-ups.
-    from tilth.config import load_settings
-    from tilth.create import create_session
+    from tilth.core.config import load_settings
     from tilth.daemon.transitions import hand_over
-    from tilth.follow import wait_for
-    from tilth.home import session_paths
-    from tilth.session import BackendChoice
+    from tilth.run.create import create_session
+    from tilth.store.home import session_paths
+    from tilth.store.session import BackendChoice
+    from tilth.views.follow import wait_for
 
     repo = make_repo(root / "repo")
     plan = root / "prd.json"

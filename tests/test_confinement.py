@@ -68,7 +68,7 @@ import uuid  # noqa: E402
 import pytest  # noqa: E402
 
 from fake_openai import FakeOpenAI, reply  # noqa: E402
-from tilth.sandbox import bwrap_works  # noqa: E402
+from tilth.agents.sandbox import bwrap_works  # noqa: E402
 
 
 def call(tool, **args):

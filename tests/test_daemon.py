@@ -18,7 +18,7 @@ import pytest
 import watchfiles
 
 from conftest import task
-from tilth.lock import is_locked, read_holder, wait_released
+from tilth.store.lock import is_locked, read_holder, wait_released
 
 
 def wait_until(directory: Path, predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:

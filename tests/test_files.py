@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from conftest import task
-from tilth.errors import PlanChanged
-from tilth.events import EventLog
-from tilth.jsonio import append_jsonl, read_jsonl, write_json
-from tilth.prd import TaskStatus, set_status
-from tilth.progress import ProgressLine, outcome_line
+from tilth.core.errors import PlanChanged
+from tilth.store.events import EventLog
+from tilth.store.jsonio import append_jsonl, read_jsonl, write_json
+from tilth.store.prd import TaskStatus, set_status
+from tilth.store.progress import ProgressLine, outcome_line
 
 
 def test_torn_final_jsonl_line_is_skipped_and_appends_continue(tmp_path):
@@ -71,7 +71,7 @@ def test_every_emitted_event_in_a_session_is_documented_with_the_right_shape(san
     import pkgutil
 
     import tilth
-    from tilth.events import DOCUMENTED
+    from tilth.store.events import DOCUMENTED
 
     for module in pkgutil.walk_packages(tilth.__path__, "tilth."):
         if not module.name.endswith("__main__"):
@@ -89,7 +89,7 @@ def test_every_emitted_event_in_a_session_is_documented_with_the_right_shape(san
 
 def test_demo_runs_end_to_end_and_says_it_is_scripted(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TILTH_")}
-    result = subprocess.run([sys.executable, "-m", "tilth.demo", "--dir", str(tmp_path / "demo")],
+    result = subprocess.run([sys.executable, "-m", "tilth.cli.demo", "--dir", str(tmp_path / "demo")],
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "using the SCRIPTED backend" in result.stdout

@@ -31,9 +31,9 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import git, make_repo, task
-from tilth.config import Settings, env_name, load_settings
-from tilth.errors import BadInput
-from tilth.prd import TASK_ID_PATTERN, Task, TaskStatus, parse_plan, set_statuses
+from tilth.core.config import Settings, env_name, load_settings
+from tilth.core.errors import BadInput
+from tilth.store.prd import TASK_ID_PATTERN, Task, TaskStatus, parse_plan, set_statuses
 
 # deadline=None: huge strings and subprocesses are slow on a loaded machine, never wrong.
 # database=None: no .hypothesis/ directory in the checkout.

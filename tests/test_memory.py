@@ -7,9 +7,9 @@ import os
 import time
 
 from conftest import git, make_repo, task
-from tilth.config import Settings
-from tilth.home import SessionPaths
-from tilth.summary import current_summary, is_fresh, summary_path
+from tilth.core.config import Settings
+from tilth.store.home import SessionPaths
+from tilth.store.summary import current_summary, is_fresh, summary_path
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "edge case X untested",
           "next_step": "add a test for X", "evidence": ["tests/test_x.py has one case"]}

@@ -290,7 +290,7 @@ def test_make_demo_uses_the_model_when_base_url_is_set(tmp_path, fake):
     fake.set_handler(answer)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
     env.update({"TILTH_BASE_URL": fake.base_url, "TILTH_WORKER_MODEL": "demo-model"})
-    result = subprocess.run([sys.executable, "-m", "tilth.demo", "--dir", str(tmp_path / "demo")],
+    result = subprocess.run([sys.executable, "-m", "tilth.cli.demo", "--dir", str(tmp_path / "demo")],
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Using the model demo-model" in result.stdout and "SCRIPTED" not in result.stdout

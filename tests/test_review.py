@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from conftest import git, task, wait_for_pause
-from tilth.endreport import build_report, record_report
-from tilth.home import session_paths
-from tilth.jsonio import append_jsonl
-from tilth.review import compare_url, parse_remote_url, pr_body, pr_title
-from tilth.tally import SessionTally, TaskTally
+from tilth.cli.review import compare_url, parse_remote_url, pr_body, pr_title
+from tilth.store.home import session_paths
+from tilth.store.jsonio import append_jsonl
+from tilth.views.endreport import build_report, record_report
+from tilth.views.tally import SessionTally, TaskTally
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
 FAILING = {"tasks": {

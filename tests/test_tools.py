@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tilth.tools.fs import ToolError, Workspace
-from tilth.tools.shell import run_bash
+from tilth.agents.tools.fs import Workspace
+from tilth.agents.tools.shell import run_bash
+from tilth.core.errors import ToolError
 
 SECRET = "TOP SECRET\n"
 

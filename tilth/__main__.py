@@ -1,3 +1,3 @@
-from tilth.cli import main
+from tilth.cli.main import main
 
 raise SystemExit(main())

@@ -7,7 +7,7 @@ import argparse
 
 from tilth.daemon.process import serve
 from tilth.daemon.supervisor import RESCAN_S
-from tilth.home import tilth_home
+from tilth.store.home import tilth_home
 
 
 def main() -> int:

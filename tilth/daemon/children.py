@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from tilth.home import SessionPaths
+from tilth.store.home import SessionPaths
 
 RUN_LOG = "run.log"
 """The child's stdout and stderr, in its session dir (a traceback lands here)."""

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tilth.clock import utc_now
-from tilth.errors import TilthError
-from tilth.lock import HeldLock, live_holder, wait_released
+from tilth.core.clock import utc_now
+from tilth.core.errors import TilthError
+from tilth.store.lock import HeldLock, live_holder, wait_released
 
 READY_TIMEOUT = 15.0
 """How long `tilth daemon` / `tilth resume` wait for a freshly started supervisor to say it is up."""

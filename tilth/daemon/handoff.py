@@ -6,14 +6,13 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
+from tilth.core.errors import TilthError
 from tilth.daemon import transitions
 from tilth.daemon.children import kill_group, signal_pid
 from tilth.daemon.control import ensure_running
-from tilth.errors import TilthError
-from tilth.home import SessionPaths
-from tilth.lock import live_holder, wait_released
-from tilth.session import SessionState, load_session
-from tilth.status import effective_state
+from tilth.store.home import SessionPaths
+from tilth.store.lock import live_holder, wait_released
+from tilth.store.session import SessionState, effective_state, load_session
 
 ROUNDS = 20
 """How many times `tilth stop` looks again when it meets a momentary state change."""

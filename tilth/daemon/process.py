@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tilth.daemon.control import DaemonLock, DaemonPaths, running_pid
 from tilth.daemon.supervisor import RESCAN_S, Supervisor
-from tilth.jsonio import write_atomic
+from tilth.store.jsonio import write_atomic
 
 log = logging.getLogger("tilth.daemon")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from tilth.errors import BadInput
-from tilth.session import SessionRecord, SessionState
+from tilth.core.errors import BadInput
+from tilth.store.session import SessionRecord, SessionState
 
 
 @dataclass(frozen=True)

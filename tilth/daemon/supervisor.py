@@ -17,18 +17,18 @@ from typing import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from tilth.clock import utc_now
-from tilth.config import Settings, load_settings
+from tilth.core.clock import utc_now
+from tilth.core.config import Settings, load_settings
+from tilth.core.errors import BadInput
 from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, describe_exit
 from tilth.daemon.control import DaemonLock
 from tilth.daemon.watcher import Watcher
-from tilth.errors import BadInput
-from tilth.home import all_session_ids, session_paths
-from tilth.jsonio import read_jsonl
-from tilth.lock import is_locked
-from tilth.prd import TaskStatus, load_plan
-from tilth.session import SessionState, load_session
+from tilth.store.home import all_session_ids, session_paths
+from tilth.store.jsonio import read_jsonl
+from tilth.store.lock import is_locked
+from tilth.store.prd import TaskStatus, load_plan
+from tilth.store.session import SessionState, load_session
 
 log = logging.getLogger("tilth.daemon")
 

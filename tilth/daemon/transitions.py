@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from tilth.errors import BadInput
-from tilth.events import EventLog, document
-from tilth.home import SessionPaths
-from tilth.lock import SessionLock, read_holder
-from tilth.session import SessionRecord, SessionState, load_session, save_session
+from tilth.core.errors import BadInput
+from tilth.store.events import EventLog, document
+from tilth.store.home import SessionPaths
+from tilth.store.lock import SessionLock, read_holder
+from tilth.store.session import SessionRecord, SessionState, load_session, save_session
 
 document(
     {

@@ -1,0 +1,1 @@
+"""The agent backends, one module each; `agents.protocol.make_backend` picks one by name."""

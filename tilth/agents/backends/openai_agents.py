@@ -1,0 +1,139 @@
+"""The `openai` backend: a worker and an evaluator, each a tool-use loop against any
+OpenAI-compatible Chat Completions endpoint, each starting from a fresh context."""
+
+from __future__ import annotations
+
+import orjson
+from pydantic import ValidationError
+
+from tilth.agents.accounting import Meter
+from tilth.agents.backends.chat import ChatClient, ModelReply
+from tilth.agents.backends.tool_specs import EVALUATOR_TOOLS, WORKER_TOOLS
+from tilth.agents.backends.toolbox import Toolbox, parse_arguments
+from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob
+from tilth.core.config import Settings
+from tilth.core.errors import ToolError
+from tilth.store.learnings import parse_proposals
+from tilth.store.ledger import Case, Verdict
+
+WORKER_SYSTEM = (
+    "You are a careful software engineer working in a git repository. Do exactly the task you are given, "
+    "using the tools to read, edit and run things. Keep changes focused on the task. When every acceptance "
+    "criterion is met, call submit_case with a summary and concrete evidence for each criterion "
+    "(commands you ran and what they printed, files and lines)."
+)
+EVALUATOR_SYSTEM = (
+    "You are an independent reviewer. Decide whether the change meets every acceptance criterion of the task. "
+    "Verify claims against the diff and the files instead of trusting the case. Reject with a precise concern "
+    "and next step when anything is missing, untested, half-finished, beyond scope or against the spec. "
+    "Finish by calling submit_verdict."
+)
+NUDGE = "Continue using the tools. When every acceptance criterion is met, call submit_case."
+CUT_OFF = "Your reply was cut off by the length limit. Keep replies short and act through the tools."
+
+
+def forced_tool(policy: str, step: int) -> str:
+    """The tool_choice for this step: `auto`/`required`, or the step-th forced name (last repeats)."""
+    names = [name.strip() for name in policy.split(",") if name.strip()] or ["auto"]
+    return names[min(step, len(names) - 1)]
+
+
+def _say(messages: list[dict], reply: ModelReply, text: str) -> None:
+    messages.append(reply.as_message())
+    messages.append({"role": "user", "content": text})
+
+
+class OpenAIWorker:
+    def __init__(self, settings: Settings, meter: Meter):
+        self.settings, self.meter = settings, meter
+
+    def work(self, job: WorkerJob) -> Case | None:
+        chat = ChatClient("worker", self.settings, self.meter, job.events)
+        tools = Toolbox(job.worktree, "worker", job.events, self.settings.tool_timeout, read_only=False,
+                        notes=job.notes, sandbox=job.sandbox, hooks=job.hooks)
+        messages = [{"role": "system", "content": WORKER_SYSTEM}, {"role": "user", "content": job.prompt}]
+        for step in range(self.settings.worker_max_steps):
+            choice = forced_tool(self.settings.worker_tool_choice, step)
+            reply = chat.complete(messages, WORKER_TOOLS, job.task.id, job.iteration, choice)
+            if not reply.tool_calls:
+                _say(messages, reply, CUT_OFF if reply.finish_reason == "length" else NUDGE)
+                continue
+            messages.append(reply.as_message())
+            for call in reply.tool_calls:
+                if call.name == "submit_case":
+                    try:
+                        return Case.model_validate(parse_arguments(call))
+                    except (ToolError, ValidationError) as exc:
+                        result = f"error: the case was not accepted as written: {' '.join(str(exc).split())[:500]}"
+                else:
+                    result = tools.run(call, job.task.id, job.iteration)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        return None
+
+
+def _verdict_from_text(text: str | None) -> Verdict:
+    """Small models sometimes answer with the verdict as JSON text instead of a tool call."""
+    if not text or "{" not in text:
+        raise ValueError("no submit_verdict call and no verdict JSON in the reply")
+    return Verdict.model_validate(orjson.loads(text[text.index("{"): text.rindex("}") + 1]))
+
+
+class OpenAIEvaluator:
+    def __init__(self, settings: Settings, meter: Meter):
+        self.settings, self.meter = settings, meter
+
+    def evaluate(self, job: EvaluationJob) -> Verdict:
+        chat = ChatClient("evaluator", self.settings, self.meter, job.events)
+        tools = Toolbox(job.worktree, "evaluator", job.events, self.settings.tool_timeout, read_only=True)
+        messages = [{"role": "system", "content": EVALUATOR_SYSTEM}, {"role": "user", "content": job.prompt}]
+        failures: list[str] = []
+        for step in range(self.settings.evaluator_max_steps):
+            choice = forced_tool(self.settings.evaluator_tool_choice, step)
+            reply = chat.complete(messages, EVALUATOR_TOOLS, job.task.id, job.iteration, choice)
+            verdict_calls = [c for c in reply.tool_calls if c.name == "submit_verdict"]
+            other_calls = [c for c in reply.tool_calls if c.name != "submit_verdict"]
+            if other_calls and not verdict_calls:
+                messages.append(reply.as_message())
+                for call in other_calls:
+                    messages.append({"role": "tool", "tool_call_id": call.id,
+                                     "content": tools.run(call, job.task.id, job.iteration)})
+                continue
+            try:
+                if verdict_calls:
+                    return Verdict.model_validate(parse_arguments(verdict_calls[0]))
+                return _verdict_from_text(reply.content)
+            except (ToolError, ValidationError, ValueError) as exc:
+                failures.append(" ".join(str(exc).split())[:300])
+            if len(failures) > self.settings.verdict_retries:
+                break
+            retry = (f"Your verdict could not be parsed: {failures[-1]}. Call submit_verdict with verdict "
+                     "(accept|reject), category, concern, evidence (a list) and next_step.")
+            messages.append(reply.as_message())
+            for call in reply.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": f"error: {failures[-1]}"})
+            messages.append({"role": "user", "content": retry})
+        reason = failures[-1] if failures else f"no verdict within {self.settings.evaluator_max_steps} steps"
+        return Verdict(verdict="reject", category="parse_failed", concern=f"The verdict could not be parsed: {reason}",
+                       next_step="Re-run the evaluation.")
+
+
+class OpenAILearner:
+    """The self-improvement step: one tool-less call to the worker model."""
+
+    def __init__(self, settings: Settings, meter: Meter):
+        self.settings, self.meter = settings, meter
+
+    def propose(self, job: LearningJob) -> list[str]:
+        chat = ChatClient("self_improvement", self.settings, self.meter, job.events)
+        reply = chat.complete([{"role": "user", "content": job.prompt}], [], job.task.id, job.iterations)
+        return parse_proposals(reply.content)
+
+
+def openai_backend(settings: Settings, meter: Meter) -> Backend:
+    settings.require_model()
+    worker_url, _, worker_model = settings.endpoint("worker")
+    _, _, evaluator_model = settings.endpoint("evaluator")
+    label = f"openai-compatible at {worker_url} (worker {worker_model}, evaluator {evaluator_model})"
+    return Backend("openai", label, OpenAIWorker(settings, meter), OpenAIEvaluator(settings, meter),
+                   OpenAILearner(settings, meter))
+

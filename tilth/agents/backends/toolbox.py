@@ -1,0 +1,73 @@
+"""Run the model's tool calls against the worktree and turn every outcome into text.
+
+Nothing a model sends can crash the loop: malformed JSON, unknown tools, bad arguments
+and refused paths all come back as an `error: ...` tool result the model can act on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from tilth.agents.backends.chat import ToolCall
+from tilth.agents.hooks import Hooks
+from tilth.agents.tools.fs import Workspace
+from tilth.agents.tools.shell import agent_env, run_bash
+from tilth.core.errors import ToolError
+from tilth.store.events import EventLog, document
+from tilth.store.kb import KnowledgeBase
+
+document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars"})
+
+def parse_arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        args = orjson.loads(call.arguments or "{}")
+    except orjson.JSONDecodeError as exc:
+        raise ToolError(f"the arguments of {call.name} were not valid JSON ({exc}); send a JSON object") from None
+    if not isinstance(args, dict):
+        raise ToolError(f"the arguments of {call.name} must be a JSON object")
+    return args
+
+
+class Toolbox:
+    def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool,
+                 notes: KnowledgeBase | None = None, sandbox: tuple[str, ...] = (), hooks: Hooks | None = None):
+        self.workspace = Workspace(root, read_only=read_only)
+        self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
+        self.sandbox, self.hooks = sandbox, hooks
+        self.handlers: dict[str, Callable[..., str]] = {
+            "read_file": self.workspace.read_file,
+            "list_files": self.workspace.list_files,
+            "grep": self.workspace.grep,
+        }
+        if not read_only:
+            self.handlers.update(write_file=self.workspace.write_file, edit_file=self.workspace.edit_file,
+                                 bash=self.bash)
+        if notes is not None:
+            self.handlers.update(note_write=notes.write, note_read=notes.read)
+
+    def bash(self, command: str, timeout: float | None = None) -> str:
+        limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
+        return run_bash(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox)
+
+    def run(self, call: ToolCall, task_id: str, iteration: int) -> str:
+        ok = False
+        try:
+            handler = self.handlers.get(call.name)
+            if handler is None:
+                raise ToolError(f"there is no tool named {call.name!r}; available: {', '.join(self.handlers)}")
+            args = parse_arguments(call)
+            verdict = self.hooks.run("pre_tool", task_id, iteration, tool=call.name, args=args) if self.hooks else None
+            if verdict and verdict.message:
+                raise ToolError(verdict.message)
+            result = handler(**args)
+            ok = True
+        except ToolError as exc:
+            result = f"error: {exc}"
+        except TypeError as exc:
+            result = f"error: bad arguments for {call.name}: {exc}"
+        self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
+                         args=call.arguments[:500], result_chars=len(result))
+        return result

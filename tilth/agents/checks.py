@@ -1,0 +1,52 @@
+"""Deterministic checks: commands (e.g. `pytest -q`) run in the worktree before each
+evaluation. Their results go to the evaluator, and a failing check can never be accepted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from tilth.agents.tools.shell import agent_env, run_command
+from tilth.store.events import EventLog, document
+from tilth.store.ledger import Verdict
+
+document({"checks_run": "deterministic checks ran before the evaluator; data.results: command, exit_code, timed_out"})
+
+TAIL_CHARS = 2000
+
+
+class CheckResult(BaseModel):
+    command: str
+    exit_code: int | None
+    """None when the command timed out."""
+    output_tail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str,
+               iteration: int, sandbox: tuple[str, ...] = ()) -> list[CheckResult]:
+    results = []
+    for command in commands:
+        outcome = run_command(command, worktree, timeout=timeout, max_output=TAIL_CHARS * 4, env=agent_env(),
+                              wrapper=sandbox)
+        exit_code = None if outcome.timed_out else outcome.exit_code
+        results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:]))
+    if results:
+        events.emit("checks_run", task_id, iteration,
+                    results=[{"command": r.command, "exit_code": r.exit_code} for r in results])
+    return results
+
+
+def enforce_checks(verdict: Verdict, checks: list[CheckResult]) -> Verdict:
+    failing = [c for c in checks if not c.passed]
+    if not verdict.accepted or not failing:
+        return verdict
+    names = ", ".join(f"`{c.command}` (exit {c.exit_code if c.exit_code is not None else 'timeout'})" for c in failing)
+    return Verdict(verdict="reject", category="check_failed",
+                   concern=f"The evaluator accepted, but required checks failed: {names}.",
+                   evidence=[c.output_tail[-500:] for c in failing],
+                   next_step="Make the failing checks pass.")

@@ -1,0 +1,85 @@
+"""Hooks: executables run at `pre_tool`, `post_task` and `session_end`.
+
+Found in, in order: the top-level `hooks/` directory shipped with tilth (the defaults),
+`$TILTH_HOME/hooks/`, and `<repo>/.tilth/hooks/`. A hook for a point is an executable file
+named `<point>` or `<point>.<anything>`. It gets one JSON object on stdin (`point`,
+`session`, `task`, `iteration`, and `tool`/`args` for pre_tool, `outcome`/`commit` for
+post_task, `state` for session_end) and its working directory is the worktree.
+
+Contract: exit 0 is success and silent to the agent; exit 2 blocks (pre_tool only: the
+tool call does not run and the hook's output is the tool result the model reads); any
+other exit is a failure, shown to the agent for pre_tool and recorded otherwise. Every
+invocation is a `hook_run` event either way.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tilth.agents.tools.shell import agent_env
+from tilth.store.events import EventLog, document
+
+document({"hook_run": "a hook ran; data: point, hook, exit_code, outcome (ok|blocked|failed), output, duration_ms"})
+
+POINTS = ("pre_tool", "post_task", "session_end")
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "hooks"
+TIMEOUT = 30
+BLOCK = 2
+
+
+@dataclass(frozen=True)
+class HookVerdict:
+    blocked: bool
+    message: str
+    """What the agent is told; empty when every hook succeeded."""
+
+
+def hook_dirs(home: Path, repo: Path) -> list[Path]:
+    return [DEFAULT_DIR, home / "hooks", repo / ".tilth" / "hooks"]
+
+
+def find_hooks(dirs: list[Path], point: str) -> list[Path]:
+    found = []
+    for directory in dirs:
+        if directory.is_dir():
+            found += sorted(p for p in directory.iterdir()
+                            if (p.name == point or p.name.startswith(point + ".")) and p.is_file()
+                            and os.access(p, os.X_OK))
+    return found
+
+
+class Hooks:
+    def __init__(self, dirs: list[Path], worktree: Path, events: EventLog, session_id: str):
+        self.dirs, self.worktree, self.events, self.session_id = dirs, worktree, events, session_id
+
+    def run(self, point: str, task_id: str | None, iteration: int | None, **payload: Any) -> HookVerdict:
+        messages, blocked = [], False
+        body = orjson.dumps({"point": point, "session": self.session_id, "task": task_id, "iteration": iteration,
+                             **payload})
+        for hook in find_hooks(self.dirs, point):
+            started = time.monotonic()
+            try:
+                done = subprocess.run([str(hook)], input=body, capture_output=True, cwd=self.worktree,
+                                      env=agent_env(), timeout=TIMEOUT)
+                code, output = done.returncode, (done.stdout + done.stderr).decode(errors="replace").strip()
+            except subprocess.TimeoutExpired:
+                code, output = -1, f"hook timed out after {TIMEOUT}s"
+            except OSError as exc:
+                code, output = -1, f"hook could not run: {exc.strerror}"
+            outcome = "ok" if code == 0 else "blocked" if code == BLOCK and point == "pre_tool" else "failed"
+            self.events.emit("hook_run", task_id, iteration, point=point, hook=str(hook), exit_code=code,
+                             outcome=outcome, output=output[:2000],
+                             duration_ms=int((time.monotonic() - started) * 1000))
+            if outcome == "blocked":
+                blocked = True
+                messages.append(output or f"blocked by the {hook.name} hook")
+            elif outcome == "failed":
+                messages.append(f"the {hook.name} hook failed (exit {code}): {output[:500]}")
+        return HookVerdict(blocked, "\n".join(messages))

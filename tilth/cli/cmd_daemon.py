@@ -1,0 +1,124 @@
+"""Command-line handlers for the supervisor: `tilth daemon`, `stop`, `wait`, `logs`, and
+the hand-over used by `tilth start` / `tilth resume` without --foreground."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tilth.daemon import control
+from tilth.daemon.handoff import Handed, stop_session, submit
+from tilth.daemon.supervisor import RESCAN_S
+from tilth.daemon.unit import unit_text
+from tilth.store.home import SessionPaths, session_paths, tilth_home
+from tilth.store.session import SessionState, load_session
+from tilth.views.follow import logs, wait_for
+
+
+def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | None = None) -> int:
+    handed = submit(paths, reason, resume, start_at, wait=reason != "start")
+    print_handed(handed)
+    return 0
+
+
+def print_handed(h: Handed) -> None:
+    when = f"scheduled for {h.start_at}" if h.start_at else "queued"
+    how = "started" if h.started_supervisor else "running"
+    print(f"session {h.session_id} {when}; supervisor pid {h.supervisor_pid} ({how})")
+    print(f"  follow it:    tilth logs {h.session_id} -f")
+    print(f"  wait for it:  tilth wait {h.session_id}")
+    print("  all sessions: tilth status")
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    home = tilth_home()
+    if args.action == "status":
+        return daemon_status(home)
+    if args.action == "stop":
+        pid, stopped = control.stop(home, args.timeout)
+        if pid is None:
+            print("no supervisor is running")
+        elif stopped:
+            print(f"supervisor pid {pid} stopped")
+        else:
+            print(f"supervisor pid {pid} is still stopping: its sessions are finishing their iteration", file=sys.stderr)
+            return 4
+        return 0
+    if args.action == "unit":
+        print(unit_text(home), end="")
+        return 0
+    if args.foreground:
+        # The supervisor runs from the light entry point (no model SDK imported): same pid,
+        # so a service manager keeps tracking it.
+        argv = [sys.executable, "-m", "tilth.daemon", "--rescan", str(args.rescan)]
+        os.execv(sys.executable, argv)
+    running = control.running_pid(home)
+    if running is not None:
+        raise control.DaemonLock(home).busy(running)
+    pid = control.start_detached(home, rescan=args.rescan)
+    print(f"supervisor started (pid {pid}); log: {control.DaemonPaths(home).log}")
+    return 0
+
+
+def daemon_status(home) -> int:
+    info = control.holder(home)
+    if info is None:
+        print(f"supervisor: not running for {home}")
+        return 3
+    age = control.heartbeat_age(info)
+    print(f"supervisor: running for {home}")
+    print(f"  pid {info.get('pid')}, since {info.get('started')}, heartbeat "
+          f"{'?' if age is None else f'{age:.0f}s'} ago")
+    print(f"  log {control.DaemonPaths(home).log}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    print(stop_session(session_paths(args.id), now=args.now))
+    return 0
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    sessions = [session_paths(i) for i in args.ids]
+    waiting = [p.id for p in sessions if load_session(p).state == SessionState.queued]
+    if waiting and control.running_pid(tilth_home()) is None:
+        print(f"tilth: no supervisor is running, so queued {', '.join(waiting)} will not start; "
+              "`tilth daemon` starts one", file=sys.stderr)
+    return wait_for(sessions, args.timeout, lambda line: print(line, flush=True))
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    try:
+        return logs(session_paths(args.id), args.follow, lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `tilth logs ID | head`: the reader has gone, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    daemon = sub.add_parser("daemon", help="the supervisor that runs sessions in the background")
+    daemon.add_argument("action", nargs="?", choices=["status", "stop", "unit"],
+                        help="status: is it running; stop: stop it (sessions finish their iteration); "
+                             "unit: print a systemd user unit. Without one: start it")
+    daemon.add_argument("--foreground", action="store_true", help="run the supervisor in this process")
+    daemon.add_argument("--rescan", type=float, default=RESCAN_S, help="seconds between safety-net rescans")
+    daemon.add_argument("--timeout", type=float, default=None, help="with stop: give up waiting after S seconds")
+    daemon.set_defaults(handler=cmd_daemon)
+
+    stop = sub.add_parser("stop", help="stop a session after its current iteration (resumable)")
+    stop.add_argument("id")
+    stop.add_argument("--now", action="store_true", help="kill it now instead (resume recovers the work)")
+    stop.set_defaults(handler=cmd_stop)
+
+    wait = sub.add_parser("wait", help="block until sessions end; exit 0 done, 1 failed, 3 stopped/crashed, 4 timeout")
+    wait.add_argument("ids", nargs="+", metavar="id")
+    wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds (exit 4)")
+    wait.set_defaults(handler=cmd_wait)
+
+    logs_parser = sub.add_parser("logs", help="a session's events as readable lines")
+    logs_parser.add_argument("id")
+    logs_parser.add_argument("-f", "--follow", action="store_true", help="keep following until the session ends")
+    logs_parser.set_defaults(handler=cmd_logs)

@@ -1,0 +1,90 @@
+"""Subcommands that hand a session's branch to a reviewer or retire the session:
+push, pr, diff, log, cleanse, reset. Handlers only parse, call the library and print."""
+
+from __future__ import annotations
+
+import argparse
+
+from tilth.cli import retire, review
+from tilth.store.session import find_session
+
+ID_HELP = "session id (default: the most recent)"
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    _, record = find_session(args.id)
+    print(review.push(record, args.remote).describe())
+    return 0
+
+
+def cmd_pr(args: argparse.Namespace) -> int:
+    paths, record = find_session(args.id)
+    opened = review.open_pr(paths, record, args.base, args.remote, args.web, echo=lambda line: print(line, flush=True))
+    if not opened.via_gh:
+        where = opened.compare_url or f"your forge, from {record.branch} into {opened.base}"
+        print(f"gh is not on PATH; open the pull request at {where}")
+        print(f"description: {opened.body_file}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    _, record = find_session(args.id)
+    return review.show_diff(record)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    _, record = find_session(args.id)
+    print("\n".join(review.log_lines(record)))
+    return 0
+
+
+def cmd_cleanse(args: argparse.Namespace) -> int:
+    paths, _ = find_session(args.id)
+    print(retire.cleanse(paths))
+    return 0
+
+
+def ask(question: str) -> bool:
+    try:
+        answer = input(question)
+    except EOFError:
+        print()
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    paths, _ = find_session(args.id)
+    print(retire.reset(paths, confirm=(lambda _question: True) if args.yes else ask))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    push = sub.add_parser("push", help="push session/<id> from the source repo (your git, your credentials)")
+    push.add_argument("id", nargs="?", help=ID_HELP)
+    push.add_argument("--remote", default="origin", help="remote to push to (default: origin)")
+    push.set_defaults(handler=cmd_push)
+
+    pr = sub.add_parser("pr", help="push if needed, then open a pull request with `gh` or print where to open one")
+    pr.add_argument("id", nargs="?", help=ID_HELP)
+    pr.add_argument("--base", help="branch to merge into (default: the branch checked out in the repo, else main)")
+    pr.add_argument("--remote", default="origin", help="remote to push to and open the PR on (default: origin)")
+    pr.add_argument("--web", action="store_true", help="let gh finish creating the PR in the browser")
+    pr.set_defaults(handler=cmd_pr)
+
+    diff = sub.add_parser("diff", help="the session branch against its base commit")
+    diff.add_argument("id", nargs="?", help=ID_HELP)
+    diff.set_defaults(handler=cmd_diff)
+
+    log = sub.add_parser("log", help="the session's commits with task, iterations and outcome")
+    log.add_argument("id", nargs="?", help=ID_HELP)
+    log.set_defaults(handler=cmd_log)
+
+    cleanse = sub.add_parser("cleanse", help="archive a merged or pushed session: remove worktree and branch, keep the record")
+    cleanse.add_argument("id", nargs="?", help=ID_HELP)
+    cleanse.set_defaults(handler=cmd_cleanse)
+
+    reset = sub.add_parser("reset", help="remove a session entirely: worktree, branch and session dir")
+    reset.add_argument("id", nargs="?", help=ID_HELP)
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    reset.set_defaults(handler=cmd_reset)

@@ -1,0 +1,176 @@
+"""The `tilth` command line. Handlers parse arguments and call into the library; the
+loop itself lives in run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
+3 stopped before finishing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tilth.cli.cmd_memory import register as register_memory
+from tilth.core.config import Settings, describe, load_settings, load_settings_with_sources
+from tilth.core.errors import BadInput, TilthError
+from tilth.run.create import create_session
+from tilth.run.loop import run_session
+from tilth.run.stopflag import StopFlag
+from tilth.store.home import session_paths, tilth_home
+from tilth.store.session import BackendChoice, SessionState, find_session, load_session, refuse_archived
+from tilth.views.report import print_event
+from tilth.views.status import all_summaries, render_one, render_table, session_summary
+
+
+def configured_backend(settings: Settings) -> str | None:
+    """A model endpoint in the settings means the real backend, for start, run and resume alike."""
+    return "openai" if settings.base_url else os.environ.get("TILTH_BACKEND")
+
+
+def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoice:
+    name = args.backend or configured_backend(settings)
+    if not name:
+        raise BadInput(
+            "no model configured: set TILTH_BASE_URL and TILTH_WORKER_MODEL (see README), or pass "
+            "--backend scripted [--scenario FILE] for an offline test run that calls no model"
+        )
+    scenario = str(Path(args.scenario).resolve()) if args.scenario else None
+    return BackendChoice(name=name, scenario=scenario)
+
+
+def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
+    paths = session_paths(session_id)
+    record = load_session(paths)
+    refuse_archived(record)
+    settings = load_settings(paths.home)
+    print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
+    return run_session(paths, settings, StopFlag().install(), resume=resume,
+                       backend_name=configured_backend(settings), echo=print_event, expect_queued=expect_queued)
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from tilth.cli.cmd_daemon import hand_over
+    from tilth.core.clock import iso
+    from tilth.daemon.queue import parse_when
+
+    if args.at and args.foreground:
+        raise BadInput("--at schedules a start for the supervisor; drop --foreground")
+    start_at = iso(parse_when(args.at)) if args.at else None
+    settings = load_settings(tilth_home())
+    paths = create_session(Path(args.repo).expanduser(), Path(args.prd).expanduser(), args.id, args.base,
+                           backend_choice(args, settings), settings, args.check)
+    if args.foreground:
+        return run_foreground(paths.id, resume=False)
+    return hand_over(paths, "start", resume=False, start_at=start_at)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    settings, sources = load_settings_with_sources(tilth_home())
+    print(f"TILTH_HOME = {tilth_home()}")
+    print("\n".join(describe(settings, sources)))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tilth.daemon.handoff import still_queued
+
+    if args.from_queue and not still_queued(session_paths(args.id)):
+        print(f"session {args.id} is no longer queued; nothing to run")
+        return 0
+    return run_foreground(args.id, resume=args.resume, expect_queued=args.from_queue)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from tilth.cli.cmd_daemon import hand_over
+
+    paths, record = find_session(args.id)
+    refuse_archived(record)
+    if args.foreground:
+        return run_foreground(paths.id, resume=True)
+    return hand_over(paths, "resume", resume=True)
+
+
+def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
+    from tilth.daemon.control import heartbeat_age, holder
+
+    info = holder(home)
+    waiting = sum(1 for s in summaries if s["state"] == SessionState.queued and s.get("supervised"))
+    if info is None:
+        return f"supervisor: not running; {waiting} queued session(s) wait for it (`tilth daemon` starts it)" \
+            if waiting else "supervisor: not running"
+    age = heartbeat_age(info)
+    beat = f", heartbeat {age:.0f}s ago" if age is not None else ""
+    return f"supervisor: running (pid {info.get('pid')}{beat}); {waiting} queued"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from tilth.views.status import print_rich_table
+
+    if args.id:
+        summary = session_summary(session_paths(args.id))
+        print(orjson.dumps(summary).decode() if args.json else render_one(summary))
+    else:
+        summaries = all_summaries(tilth_home())
+        if args.json:
+            print(orjson.dumps(summaries).decode())
+        elif sys.stdout.isatty():
+            print_rich_table(summaries, supervisor_line(tilth_home(), summaries))
+        else:
+            print(render_table(summaries, supervisor_line(tilth_home(), summaries)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tilth", description="Turn a task list into a reviewable git branch.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
+    start.add_argument("--repo", required=True, help="the git repository to work on")
+    start.add_argument("--prd", required=True, help="the plan: a JSON array of tasks")
+    start.add_argument("--id", help="session id (default: timestamp + random suffix)")
+    start.add_argument("--base", help="revision the session branch starts from (default: HEAD, which must be "
+                                       "a clean, attached checkout)")
+    start.add_argument("--backend", help="agent backend; `scripted` replays a scenario (tests/demo, no model)")
+    start.add_argument("--scenario", help="scenario file for the scripted backend")
+    start.add_argument("--check", action="append", default=[], metavar="CMD",
+                       help="a command run before every evaluation; failing blocks acceptance (repeatable)")
+    start.add_argument("--foreground", action="store_true", help="run the session in this process")
+    start.add_argument("--at", metavar="TIME", help="start no earlier than this ISO-8601 time (local unless it has a zone)")
+    start.set_defaults(handler=cmd_start)
+
+    run = sub.add_parser("run", help="run an existing session in this process")
+    run.add_argument("id")
+    run.add_argument("--resume", action="store_true", help="run it as `tilth resume` does (unwind a FAILED placeholder)")
+    run.add_argument("--from-queue", action="store_true", help=argparse.SUPPRESS)
+    run.set_defaults(handler=cmd_run)
+
+    resume = sub.add_parser("resume", help="reconcile with the branch, unwind a FAILED placeholder, continue")
+    resume.add_argument("id", nargs="?", help="session id (default: the most recent)")
+    resume.add_argument("--foreground", action="store_true",
+                        help="run the session in this process (default: hand it to the supervisor)")
+    resume.set_defaults(handler=cmd_resume)
+
+    status = sub.add_parser("status", help="all sessions, or one with its tasks")
+    status.add_argument("id", nargs="?")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(handler=cmd_status)
+
+    config = sub.add_parser("config", help="the resolved configuration and where each value came from")
+    config.set_defaults(handler=cmd_config)
+    register_memory(sub)
+    from tilth.cli.cmd_review import register as register_review
+    register_review(sub)
+    from tilth.cli.cmd_daemon import register as register_daemon
+    register_daemon(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except TilthError as exc:
+        print(f"tilth: {exc}", file=sys.stderr)
+        return exc.exit_code

@@ -1,0 +1,1 @@
+"""The foundation: errors, clock, settings, fault points. Imports nothing else of tilth."""

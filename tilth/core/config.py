@@ -1,0 +1,226 @@
+"""Settings: defaults on the model, then $TILTH_HOME/config.toml, then TILTH_* env vars.
+
+Every field's env var is `TILTH_<FIELD>`; `tilth config` shows each value's source.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tilth.core.errors import BadInput
+
+PRESETS = {
+    "openai": "https://api.openai.com/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "ollama": "http://localhost:11434/v1",
+    "vllm": "http://localhost:8000/v1",
+    "llamacpp": "http://localhost:8080/v1",
+}
+SECRET_FIELDS = ("api_key", "evaluator_api_key")
+DEFAULT_SECRET_PATTERNS = (
+    r"sk-[A-Za-z0-9_-]{20,}",          # OpenAI / OpenRouter / Anthropic style keys
+    r"gh[pousr]_[A-Za-z0-9]{30,}",      # GitHub tokens
+    r"AKIA[0-9A-Z]{16}",                # AWS access key ids
+    r"xox[baprs]-[A-Za-z0-9-]{10,}",    # Slack tokens
+)
+
+
+class Price(BaseModel):
+    prompt: float = Field(ge=0)
+    """USD per million prompt tokens."""
+    completion: float = Field(ge=0)
+    """USD per million completion tokens."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations_per_task: int = Field(5, ge=1, le=100)
+    """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
+    continue_after_failure: bool = False
+    """After a FAILED placeholder, go on with later tasks instead of stopping the session."""
+    max_parallel_sessions: int = Field(2, ge=1, le=1000)
+    """How many sessions the supervisor (`tilth daemon`) runs at once; the rest wait queued."""
+    journal_lines: int = Field(30, ge=0)
+    """How many recent progress lines each fresh worker context sees."""
+    journal_chars: int = Field(1200, ge=0)
+    """Budget of the journal channel (or the progress summary that replaces it): about 300 tokens;
+    the newest outcomes are kept and a marker counts the rest."""
+    ledger_entries: int = Field(5, ge=0)
+    """How many of the task's previous verdicts the evaluator (and a retrying worker) sees."""
+    ledger_chars: int = Field(6000, ge=0)
+    """Budget of the previous-verdicts channel."""
+    context_files: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
+    """Convention files read from the branch HEAD, first listed first (env: comma-separated)."""
+    conventions_chars: int = Field(8000, ge=0)
+    """Combined budget of the convention files."""
+    plan_chars: int = Field(3000, ge=0)
+    """Budget of the plan-as-prose channel; long plans show a window around the current task."""
+    kb_index_chars: int = Field(500, ge=0)
+    """Budget of the notes index channel."""
+    diff_chars: int = Field(60_000, ge=0)
+    """Budget of the diff the evaluator sees."""
+    summary_recent_tasks: int = Field(3, ge=0)
+    """Task outcomes described in detail in the progress summary."""
+    summary_learnings: int = Field(15, ge=0)
+    """Key learnings the progress summary keeps (newest first, de-duplicated)."""
+    summary_table_rows: int = Field(20, ge=0)
+    """Rows of the progress summary's task table (unfinished tasks first)."""
+    self_improvement: bool = True
+    """After each task, ask the worker model for durable learnings (proposed, never auto-merged)."""
+
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, or a preset name: openai, openrouter, ollama, vllm, llamacpp."""
+    api_key: str | None = None
+    """Key for base_url; local servers need none. Never written to any session file."""
+    worker_model: str | None = None
+    """Model name the worker uses; required with base_url."""
+    evaluator_model: str | None = None
+    """Model for the evaluator; defaults to worker_model."""
+    evaluator_base_url: str | None = None
+    """A separate endpoint (or preset) for the evaluator; defaults to base_url."""
+    evaluator_api_key: str | None = None
+    """Key for evaluator_base_url; defaults to api_key."""
+    stream: bool = False
+    """Ask for streamed completions."""
+    worker_tool_choice: str = "auto"
+    """`auto`, `required`, or comma-separated tool names forced step by step (the last repeats), for
+    servers whose `auto` is unreliable, e.g. `write_file,submit_case` with a small llama.cpp model."""
+    evaluator_tool_choice: str = "auto"
+    """As worker_tool_choice, for the evaluator (e.g. `submit_verdict`)."""
+    worker_max_steps: int = Field(40, ge=1)
+    """Model calls one worker turn may make before it counts as ending without a case."""
+    evaluator_max_steps: int = Field(12, ge=1)
+    """Model calls one evaluator turn may make (tool use plus verdict retries)."""
+    verdict_retries: int = Field(2, ge=0)
+    """Times an unparseable verdict is sent back with the error before it is recorded as parse_failed."""
+    max_tokens: int | None = Field(None, ge=1)
+    """Completion token limit per model call (the provider's default when unset)."""
+    request_timeout: float = Field(300.0, gt=0)
+    """Seconds one HTTP request to the model may take."""
+    max_retries: int = Field(6, ge=0)
+    """Retries of one model call on 429, 5xx, timeouts, connection errors and empty replies."""
+    retry_base_delay: float = Field(1.0, ge=0)
+    """First backoff delay in seconds; doubles per retry, with jitter."""
+    retry_max_delay: float = Field(60.0, ge=0)
+    """Upper bound on any single wait, Retry-After included."""
+    sandbox: str = "auto"
+    """Confine the agent's commands: `auto` (bubblewrap when it works here), `bwrap` (required), `off`."""
+    tool_timeout: float = Field(300.0, gt=0)
+    """Default and maximum seconds for one bash tool call or check command."""
+    checks: list[str] = Field(default_factory=list)
+    """Commands run in the worktree before each evaluation; a failing one blocks acceptance."""
+    max_spend_usd: float | None = Field(None, ge=0)
+    """Stop the session (resumably) once its recorded model cost reaches this."""
+    max_wall_clock_s: float | None = Field(None, gt=0)
+    """Stop the run (resumably) after this many seconds."""
+    max_evaluator_calls_per_task: int | None = Field(None, ge=1)
+    """Stop the session (resumably) once a task's evaluator has made this many model calls."""
+    secret_patterns: list[str] = Field(default_factory=list)
+    """Regular expressions whose matches are redacted from every session file, in addition to the
+    built-in ones for common key formats (env: one per line)."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Per-model USD prices per million tokens, used when the provider reports no cost."""
+
+    @field_validator("secret_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, OverflowError, RecursionError) as exc:
+                raise ValueError(f"secret pattern {pattern!r} is not a valid regular expression ({exc})") from None
+        return patterns
+
+    def endpoint(self, role: str) -> tuple[str, str, str]:
+        """(base_url, api_key, model) for `worker` or `evaluator`, presets expanded."""
+        if role == "evaluator":
+            url = self.evaluator_base_url or self.base_url
+            key = self.evaluator_api_key or self.api_key
+            model = self.evaluator_model or self.worker_model
+        else:
+            url, key, model = self.base_url, self.api_key, self.worker_model
+        return PRESETS.get(url or "", url or ""), key or "not-needed", model or ""
+
+    def require_model(self) -> None:
+        if not self.base_url:
+            raise BadInput("no model endpoint: set TILTH_BASE_URL (a URL or one of " + ", ".join(PRESETS) + ")")
+        if not self.worker_model:
+            raise BadInput("no worker model: set TILTH_WORKER_MODEL (for example gpt-4o-mini)")
+        for role in ("worker", "evaluator"):
+            url = self.endpoint(role)[0]
+            if url in (PRESETS["openai"], PRESETS["openrouter"]) and self.endpoint(role)[1] == "not-needed":
+                variable = "TILTH_EVALUATOR_API_KEY or TILTH_API_KEY" if role == "evaluator" else "TILTH_API_KEY"
+                raise BadInput(f"{url} needs an API key: set {variable}")
+
+
+def env_name(field: str) -> str:
+    return "TILTH_" + field.upper()
+
+
+def _env_value(field: str, raw: str) -> object:
+    if field in ("checks", "secret_patterns"):
+        return [line for line in raw.splitlines() if line.strip()]
+    if field == "context_files":
+        return [name.strip() for name in raw.split(",") if name.strip()]
+    return raw
+
+
+def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
+    values: dict[str, object] = {}
+    sources: dict[str, str] = {}
+    config_file = home / "config.toml"
+    if config_file.is_file():
+        try:
+            values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
+        except UnicodeDecodeError:
+            raise BadInput(f"{config_file}: not UTF-8 text; save it as UTF-8 and retry") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise BadInput(f"{config_file}: not valid TOML ({' '.join(str(exc).split())}); fix it and retry") from None
+        sources.update({key: str(config_file) for key in values})
+    for field in Settings.model_fields:
+        if env_name(field) in os.environ:
+            values[field] = _env_value(field, os.environ[env_name(field)])
+            sources[field] = f"env {env_name(field)}"
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else "?"
+        source = sources.get(field, f"{config_file}")
+        shown = field if field.isprintable() else repr(field)
+        message = " ".join(str(error["msg"]).split())
+        raise BadInput(f"{source}: {shown}: {message}; fix the setting and retry") from None
+    return settings, sources
+
+
+def load_settings(home: Path) -> Settings:
+    return load_settings_with_sources(home)[0]
+
+
+def mask(secret: str | None) -> str:
+    if not secret:
+        return "(unset)"
+    return f"{secret[:3]}...{secret[-4:]}" if len(secret) > 12 else "****"
+
+
+def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
+    """`field = value  (source)` lines with keys masked, for `tilth config`."""
+    lines = []
+    for field in Settings.model_fields:
+        value = getattr(settings, field)
+        if field in SECRET_FIELDS:
+            shown = mask(value)
+        elif field in ("base_url", "evaluator_base_url") and value in PRESETS:
+            shown = f"{value} -> {PRESETS[value]}"
+        elif isinstance(value, dict):
+            shown = ", ".join(f"{k}: {v.prompt}/{v.completion} per Mtok" for k, v in value.items()) or "{}"
+        else:
+            shown = repr(value) if isinstance(value, list) else str(value)
+        lines.append(f"{field} = {shown}  ({sources.get(field, 'default')})")
+    return lines

@@ -1,0 +1,1 @@
+"""Every pygit2 and git-CLI call, commit messages and trailers."""

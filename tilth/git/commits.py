@@ -1,0 +1,95 @@
+"""The shape of tilth's commits: subjects, bodies and trailers, written and read back.
+
+Git is the source of truth for what is done: a task whose commit is on the branch is done
+whatever prd.json says. These trailers are how recovery finds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pygit2
+
+from tilth.git.gitops import first_parent_chain
+from tilth.store.prd import Task
+
+SESSION = "Tilth-Session"
+TASK = "Tilth-Task"
+ITERATIONS = "Tilth-Iterations"
+OUTCOME = "Tilth-Outcome"
+REASON = "Tilth-Reason"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _trailers(pairs: list[tuple[str, str]]) -> str:
+    return "\n".join(f"{key}: {_one_line(value)}" for key, value in pairs)
+
+
+def done_message(session_id: str, task: Task, summary: str, iterations: int) -> str:
+    body = summary.strip() or "(no summary)"
+    trailers = _trailers([(SESSION, session_id), (TASK, task.id), (ITERATIONS, str(iterations))])
+    return f"{task.id}: {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
+
+
+def failed_message(session_id: str, task: Task, reason: str, iterations: int, last_concern: str) -> str:
+    body = (
+        "Placeholder for a task that ran out of attempts. It holds the partial work;\n"
+        f"`tilth resume {session_id}` unwinds it so the retry continues from these edits."
+    )
+    if last_concern.strip():
+        body += f"\n\nLast concern: {last_concern.strip()}"
+    trailers = _trailers(
+        [(SESSION, session_id), (TASK, task.id), (ITERATIONS, str(iterations)), (OUTCOME, "failed"), (REASON, reason)]
+    )
+    return f"FAILED ({task.id}): {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
+
+
+@dataclass(frozen=True)
+class TaskCommit:
+    sha: str
+    task_id: str
+    failed: bool
+    iterations: int
+    reason: str
+    title: str
+
+
+def read_task_commit(commit: pygit2.Commit) -> TaskCommit | None:
+    trailers = commit.message_trailers
+    task_id = trailers.get(TASK)
+    if not task_id:
+        return None
+    try:
+        iterations = int(trailers.get(ITERATIONS, "0"))
+    except ValueError:
+        iterations = 0
+    subject = commit.message.split("\n", 1)[0]
+    title = subject.split(": ", 1)[1] if ": " in subject else subject
+    return TaskCommit(
+        sha=str(commit.id),
+        task_id=task_id,
+        failed=trailers.get(OUTCOME) == "failed",
+        iterations=iterations,
+        reason=trailers.get(REASON, ""),
+        title=title,
+    )
+
+
+def worker_commits(repo: pygit2.Repository, base_commit: str) -> list[str]:
+    """Commits an agent made itself on top of tilth's last commit (or the base), newest first."""
+    found = []
+    for commit in first_parent_chain(repo, base_commit):
+        if read_task_commit(commit) is not None:
+            break
+        found.append(str(commit.id))
+    return found
+
+
+def branch_task_commits(repo: pygit2.Repository, base_commit: str) -> list[TaskCommit]:
+    """tilth's commits on the session branch since its base, oldest first."""
+    found = (read_task_commit(c) for c in first_parent_chain(repo, base_commit))
+    return [c for c in reversed(list(found)) if c is not None]

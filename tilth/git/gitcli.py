@@ -1,0 +1,109 @@
+"""The git CLI calls tilth makes in the user's source repository, as subprocesses.
+
+Used where tilth acts on the user's behalf and must behave exactly like their own git
+(push with their credential helpers, SSH config and pre-push hook; diff through their
+pager) and for read-only questions about refs. Everything else is pygit2, in gitops.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tilth.core.errors import BadInput, TilthError
+
+
+class GitFailed(TilthError):
+    """A git (or gh) command failed; the message carries its most telling stderr line."""
+
+
+def telling_line(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("!", "fatal:", "error:")):
+            return line
+    return lines[-1] if lines else "(no message)"
+
+
+def run(cwd: str | Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    try:
+        proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise BadInput("git is not on PATH; install git or fix PATH") from None
+    if check and proc.returncode != 0:
+        raise GitFailed(f"git {args[0]} failed in {cwd}: {telling_line(proc.stderr)}")
+    return proc
+
+
+def require_repo(repo: str | Path) -> Path:
+    path = Path(repo)
+    if not path.is_dir():
+        raise BadInput(f"the session's repository {path} is gone; nothing to act on there")
+    return path
+
+
+def branch_tip(repo: str | Path, branch: str) -> str | None:
+    proc = run(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def remote_urls(repo: str | Path, remote: str) -> tuple[str, str]:
+    """(fetch URL, push URL) of a remote, after insteadOf rewriting."""
+    fetch = run(repo, "remote", "get-url", remote, check=False)
+    if fetch.returncode != 0:
+        raise BadInput(f"{repo} has no remote {remote!r}; add it (`git remote add {remote} URL`) or pass --remote")
+    push = run(repo, "remote", "get-url", "--push", remote)
+    return fetch.stdout.strip(), push.stdout.strip()
+
+
+def remote_tip(repo: str | Path, url: str, branch: str) -> str | None:
+    """The sha the remote at `url` has for the branch, asked over the wire (never a stale tracking ref)."""
+    out = run(repo, "ls-remote", url, f"refs/heads/{branch}").stdout.split()
+    return out[0] if out else None
+
+
+def push_branch(repo: str | Path, remote: str, branch: str) -> None:
+    ref = f"refs/heads/{branch}"
+    proc = run(repo, "push", remote, f"{ref}:{ref}", check=False)
+    if proc.returncode == 0:
+        return
+    message = f"git push of {branch} to {remote} failed: {telling_line(proc.stderr)}"
+    if "rejected" in proc.stderr:
+        message += (f"; {remote} has commits {branch} lacks (a resume rewrote a FAILED placeholder, or someone "
+                    f"pushed there): check them, then `git -C {repo} push --force-with-lease {remote} {branch}`")
+    raise GitFailed(message)
+
+
+def current_branch(repo: str | Path) -> str | None:
+    proc = run(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def refs_containing(repo: str | Path, sha: str) -> list[str]:
+    """Local branches and remote-tracking refs whose history includes `sha`."""
+    out = run(repo, "for-each-ref", "--contains", sha, "--format=%(refname)", "refs/heads", "refs/remotes")
+    return out.stdout.split()
+
+
+def has_uncommitted(worktree: str | Path) -> bool:
+    return bool(run(worktree, "--no-optional-locks", "status", "--porcelain").stdout.strip())
+
+
+LOG_FIELDS = ("sha", "subject", "Tilth-Task", "Tilth-Iterations", "Tilth-Outcome")
+
+
+def log_records(repo: str | Path, base: str, branch: str) -> list[dict[str, str]]:
+    """Commits base..branch, oldest first, with tilth's trailers (empty when absent)."""
+    trailers = "".join(f"%x1f%(trailers:key={key},valueonly,separator=%x2C)" for key in LOG_FIELDS[2:])
+    out = run(repo, "log", "--reverse", f"--format=%h%x1f%s{trailers}%x1e", f"{base}..refs/heads/{branch}").stdout
+    records = []
+    for chunk in out.split("\x1e"):
+        if chunk.strip():
+            values = [v.strip() for v in chunk.strip("\n").split("\x1f")]
+            records.append(dict(zip(LOG_FIELDS, values)))
+    return records
+
+
+def show_diff(repo: str | Path, base: str, branch: str) -> int:
+    """`git diff base..branch` straight to the terminal (the user's pager and colours)."""
+    return subprocess.run(["git", "-C", str(repo), "diff", f"{base}..refs/heads/{branch}"]).returncode

@@ -1,0 +1,157 @@
+"""Every git operation tilth performs, through pygit2. No git hooks run; nothing touches
+the user's current branch: commits go to HEAD of the session worktree only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import ResetMode
+
+from tilth.core.errors import BadInput
+
+FALLBACK_NAME = "tilth"
+FALLBACK_EMAIL = "tilth@localhost"
+
+
+def open_source_repo(path: Path) -> pygit2.Repository:
+    found = pygit2.discover_repository(str(path)) if path.is_dir() else None
+    if not found:
+        raise BadInput(f"{path} is not a git repository; pass --repo a directory inside one")
+    repo = pygit2.Repository(found)
+    if repo.is_bare:
+        raise BadInput(f"{path} is a bare repository; tilth needs one with a working tree")
+    if repo.head_is_unborn:
+        raise BadInput(f"{path} has no commits yet; make a first commit, then start a session")
+    return repo
+
+
+def check_checkout(repo: pygit2.Repository) -> None:
+    """Starting from an implicit HEAD is only unambiguous on a clean, attached checkout."""
+    where = repo.workdir.rstrip("/")
+    if repo.head_is_detached:
+        raise BadInput(f"{where} has a detached HEAD; pass --base REV to name the commit the session starts from")
+    if repo.status(untracked_files="no"):
+        raise BadInput(f"{where} has uncommitted changes the session would not see; commit or stash them, "
+                       "or pass --base HEAD to start from the last commit anyway")
+
+
+def resolve_commit(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
+    try:
+        return repo.revparse_single(rev).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        raise BadInput(f"--base {rev!r} does not name a commit in {repo.workdir}") from None
+
+
+def signature(repo: pygit2.Repository) -> pygit2.Signature:
+    """The repo's configured identity, or a fixed fallback when none is configured."""
+    try:
+        return repo.default_signature
+    except (KeyError, pygit2.GitError):
+        return pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+
+
+def create_worktree(repo: pygit2.Repository, branch: str, base: pygit2.Commit, name: str, path: Path) -> None:
+    if repo.branches.local.get(branch) is not None:
+        raise BadInput(f"branch {branch!r} already exists in {repo.workdir}; choose another --id")
+    if path.exists():
+        raise BadInput(f"worktree path {path} already exists; choose another --id or remove it")
+    if name in repo.list_worktrees():
+        raise BadInput(f"git worktree {name!r} is already registered in {repo.workdir}; run `git worktree prune`")
+    ref = repo.branches.local.create(branch, base)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repo.add_worktree(name, str(path), ref)
+    except BaseException:
+        remove_worktree(repo, branch, name, path)
+        raise
+
+
+def remove_worktree(repo: pygit2.Repository, branch: str, name: str, path: Path) -> None:
+    """Undo create_worktree as far as it got; used to leave nothing half-created."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    if name in repo.list_worktrees():
+        repo.lookup_worktree(name).prune(True)
+    existing = repo.branches.local.get(branch)
+    if existing is not None:
+        existing.delete()
+
+
+def open_worktree(path: Path) -> pygit2.Repository:
+    if not (path / ".git").exists():
+        raise BadInput(f"the session worktree {path} is missing; the session cannot continue")
+    return pygit2.Repository(str(path))
+
+
+def stage_all(repo: pygit2.Repository) -> list[str]:
+    """Stage every change in the worktree; return nested repositories left out.
+
+    `add_all` refuses a nested repository, so on failure we stage path by path and skip
+    the directories git reports as untracked repos (status keys ending in '/').
+    """
+    index = repo.index
+    index.read()
+    try:
+        index.add_all()
+        nested: list[str] = []
+    except pygit2.GitError:
+        index.read()
+        changed = list(repo.status(untracked_files="normal"))
+        nested = sorted(p for p in changed if p.endswith("/"))
+        paths = [p for p in changed if not p.endswith("/")]
+        if paths:
+            index.add_all(paths)
+    index.write()
+    return nested
+
+
+def staged_diff(repo: pygit2.Repository) -> pygit2.Diff:
+    """HEAD tree -> index, after stage_all: far cheaper than HEAD -> workdir on big trees."""
+    return repo.index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
+
+
+def describe_diff(diff: pygit2.Diff) -> str:
+    """`3 files changed, +10 -2: a.py, b.py`: the ledger's one-line diff summary."""
+    stats = diff.stats
+    files = [patch.delta.new_file.path for patch in diff]
+    shown = ", ".join(files[:10]) + (f", and {len(files) - 10} more" if len(files) > 10 else "")
+    return f"{stats.files_changed} files changed, +{stats.insertions} -{stats.deletions}" + (f": {shown}" if files else "")
+
+
+def commit_staged(repo: pygit2.Repository, message: str) -> str:
+    tree = repo.index.write_tree()
+    head = repo.head.peel(pygit2.Commit)
+    sig = signature(repo)
+    return str(repo.create_commit("HEAD", sig, sig, message, tree, [head.id]))
+
+
+def soft_reset(repo: pygit2.Repository, target: str) -> None:
+    repo.reset(pygit2.Oid(hex=target), ResetMode.SOFT)
+
+
+def first_parent_chain(repo: pygit2.Repository, stop_at: str) -> list[pygit2.Commit]:
+    """Commits from HEAD back to (not including) `stop_at`, newest first."""
+    chain = []
+    commit = repo.head.peel(pygit2.Commit)
+    while str(commit.id) != stop_at:
+        chain.append(commit)
+        if not commit.parents:
+            break
+        commit = commit.parents[0]
+    return chain
+
+
+def clear_stale_locks(repo: pygit2.Repository, branch: str) -> list[str]:
+    """Remove git lock files a killed writer left behind; we hold the session lock, so no
+    other tilth process can own them."""
+    candidates = [Path(repo.path) / "index.lock", Path(repo.path) / "HEAD.lock"]
+    common = Path(repo.path).parent.parent if "worktrees" in Path(repo.path).parts else Path(repo.path)
+    candidates.append(common / "refs" / "heads" / f"{branch}.lock")
+    removed = []
+    for lock in candidates:
+        if lock.exists():
+            lock.unlink()
+            removed.append(str(lock))
+    return removed

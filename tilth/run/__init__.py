@@ -1,0 +1,1 @@
+"""The session loop and what it calls in order."""

@@ -1,0 +1,202 @@
+"""Fresh contexts: the text each worker, evaluator and self-improvement call starts from,
+assembled from files channel by channel, each channel under its own budget.
+
+Each assembly emits one `memory_load` event per channel and one `prompt_assembled` event
+with the whole prompt. The worker never sees harness mechanics: no session file names,
+no session directory, no status fields, no token counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pygit2
+
+from tilth.agents.checks import CheckResult
+from tilth.core.config import Settings
+from tilth.run.conventions import conventions_text
+from tilth.store.events import EventLog, document
+from tilth.store.home import SessionPaths
+from tilth.store.kb import KnowledgeBase
+from tilth.store.ledger import Case, LedgerEntry
+from tilth.store.prd import Task
+from tilth.store.progress import read_progress
+from tilth.store.summary import SummarySettings, current_summary
+
+document(
+    {
+        "memory_load": "one context channel was loaded; data: role, channel, present, chars, truncated",
+        "prompt_assembled": "data.role, data.prompt: the full text a fresh context starts from",
+    }
+)
+
+TASK_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a session's channels come from."""
+
+    paths: SessionPaths
+    repo: pygit2.Repository
+    settings: Settings
+    events: EventLog
+
+    @property
+    def notes(self) -> KnowledgeBase:
+        return KnowledgeBase(self.paths.dir / "kb")
+
+
+def cap(text: str, limit: int, channel: str) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    marker = f"\n[... {channel} truncated: {len(text) - limit} more characters not shown ...]"
+    return text[:limit].rstrip() + marker, True
+
+
+def task_block(task: Task) -> str:
+    criteria = "\n".join(f"- {c}" for c in task.acceptance_criteria)
+    return f"Task {task.id}: {task.title}\n\n{task.description.strip()}\n\nAcceptance criteria:\n{criteria}"
+
+
+def plan_prose(plan: list[Task], current: Task, limit: int) -> str:
+    """Every task as one line, the current one marked; a long plan shows a window around it."""
+    header = ("The whole plan, for context only: work on the current task (marked ->) and nothing else; "
+              "later tasks will be done separately.")
+    lines = [f"{'->' if t.id == current.id else '  '} {t.id}: {t.title}" for t in plan]
+    at = next((i for i, t in enumerate(plan) if t.id == current.id), 0)
+
+    def render(lo: int, hi: int) -> str:
+        shown = ([f"   [... {lo} earlier tasks not shown ...]"] if lo else []) + lines[lo:hi]
+        shown += [f"   [... {len(lines) - hi} later tasks not shown ...]"] if hi < len(lines) else []
+        return header + "\n" + "\n".join(shown)
+
+    lo, hi = 0, len(lines)
+    while hi - lo > 1 and len(render(lo, hi)) > limit:
+        if at - lo > hi - 1 - at:
+            lo += 1
+        else:
+            hi -= 1
+    return render(lo, hi)
+
+
+def journal_or_summary(src: Sources) -> str:
+    s = src.settings
+    lines = read_progress(src.paths.progress)[-s.journal_lines:] if s.journal_lines else []
+    if not lines:
+        return "Recent outcomes: none yet; this is the first task of the session."
+    rows = [f"- {line.task} {line.outcome} ({line.iterations} attempt(s)): {line.title}" for line in lines]
+    journal = "Recent outcomes:\n" + "\n".join(rows)
+    summary = current_summary(src.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
+    if len(journal) > len(summary):
+        return summary.strip()
+    return newest_within(rows, s.journal_chars, "Recent outcomes:")
+
+
+def newest_within(rows: list[str], limit: int, header: str) -> str:
+    """The newest rows that fit the budget, oldest first, with a marker for what was left out."""
+    kept, used = [], len(header) + 60
+    for row in reversed(rows):
+        if used + len(row) + 1 > limit and kept:
+            break
+        kept.append(row)
+        used += len(row) + 1
+    marker = [f"[... {len(rows) - len(kept)} earlier outcomes not shown ...]"] if len(kept) < len(rows) else []
+    return "\n".join([header, *marker, *reversed(kept)])
+
+
+def prior_verdicts(history: list[LedgerEntry]) -> str:
+    if not history:
+        return ""
+    rows = []
+    for entry in history:
+        v = entry.verdict
+        evidence = "; ".join(v.evidence)[:400]
+        rows.append(f"- attempt {entry.iter}: {v.verdict} ({v.category or 'no category'}). "
+                    f"Concern: {v.concern or '-'} Next step: {v.next_step or '-'}"
+                    + (f" Evidence: {evidence}" if evidence else ""))
+    return "The reviewer's previous verdicts on this task:\n" + "\n".join(rows)
+
+
+def notes_index(notes: KnowledgeBase) -> str:
+    rows = notes.index()
+    if not rows:
+        return ""
+    return ("Your notes from earlier work (note_read to open one; they may be stale, the code is the source "
+            "of truth):\n" + "\n".join(f"- {row}" for row in rows))
+
+
+def case_block(case: Case | None) -> str:
+    if case is None:
+        return "The worker ended its turn without making a case."
+    rows = [f"- {c.criterion}: {c.evidence}" for c in case.criteria]
+    doubts = [f"- {u}" for u in case.uncertainties] or ["- none stated"]
+    return "The worker's case:\n" + case.summary + "\n" + "\n".join(rows) + "\nUncertainties:\n" + "\n".join(doubts)
+
+
+def checks_block(checks: list[CheckResult]) -> str:
+    if not checks:
+        return ""
+    rows = []
+    for c in checks:
+        result = "timed out" if c.exit_code is None else f"exit code {c.exit_code}"
+        rows.append(f"$ {c.command}  -> {result}\n{c.output_tail.rstrip()}")
+    return "Checks run on the working tree (a failing check means the task cannot be accepted):\n" + "\n\n".join(rows)
+
+
+def assemble(src: Sources, role: str, task: Task, iteration: int | None,
+             channels: list[tuple[str, str, int]]) -> str:
+    parts = []
+    for name, text, limit in channels:
+        shown, truncated = cap(text, limit, name)
+        src.events.emit("memory_load", task.id, iteration, role=role, channel=name, present=bool(text),
+                        chars=len(shown), truncated=truncated)
+        if shown:
+            parts.append(shown)
+    prompt = "\n\n".join(parts) + "\n"
+    src.events.emit("prompt_assembled", task.id, iteration, role=role, prompt=prompt)
+    return prompt
+
+
+def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, history: list[LedgerEntry]) -> str:
+    s = src.settings
+    retry = ("Your earlier edits for this task are still in the working tree; continue from them and address "
+             "the reviewer's concerns.") if history else ""
+    return assemble(src, "worker", task, iteration, [
+        ("task", task_block(task), TASK_CHARS),
+        ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
+        ("plan", plan_prose(plan, task, s.plan_chars), max(s.plan_chars, 1000)),
+        ("journal", journal_or_summary(src), s.journal_chars),
+        ("verdicts", prior_verdicts(history), s.ledger_chars),
+        ("notes", notes_index(src.notes), s.kb_index_chars),
+        ("retry", retry, 400),
+    ])
+
+
+def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None, diff: str,
+                     history: list[LedgerEntry], checks: list[CheckResult]) -> str:
+    s = src.settings
+    return assemble(src, "evaluator", task, iteration, [
+        ("task", task_block(task), TASK_CHARS),
+        ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
+        ("case", case_block(case), TASK_CHARS),
+        ("diff", "The diff against the branch:\n" + (diff or "(no changes)"), s.diff_chars),
+        ("checks", checks_block(checks), TASK_CHARS),
+        ("verdicts", prior_verdicts(history), s.ledger_chars),
+    ])
+
+
+def learning_prompt(src: Sources, task: Task, outcome: str, history: list[LedgerEntry]) -> str:
+    s = src.settings
+    last = history[-1] if history else None
+    result = f"Outcome: {outcome}." + (f"\n{case_block(last.case)}" if last else "")
+    ask = ("Did this task surface anything durable about this codebase that would help future tasks "
+           "(conventions, gotchas, commands that work)? Reply with at most 5 lines starting with '- ', "
+           "or NONE if nothing is worth keeping.")
+    return assemble(src, "self_improvement", task, None, [
+        ("task", task_block(task), TASK_CHARS),
+        ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
+        ("outcome", result, TASK_CHARS),
+        ("verdicts", prior_verdicts(history), s.ledger_chars),
+        ("ask", ask, 1000),
+    ])

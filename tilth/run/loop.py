@@ -1,0 +1,216 @@
+"""The session loop: pick the next pending task, iterate worker -> checks -> evaluator ->
+ledger until accepted or out of attempts, end it as a commit or a FAILED placeholder."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tilth.agents.accounting import Caps, Meter
+from tilth.agents.backends.chat import ProviderError
+from tilth.agents.checks import enforce_checks, run_checks
+from tilth.agents.hooks import Hooks, hook_dirs
+from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
+from tilth.agents.sandbox import resolve_mode, wrap
+from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings
+from tilth.core.errors import StopRequested, TilthError
+from tilth.git.gitops import describe_diff, open_worktree, staged_diff
+from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
+from tilth.run.outcomes import Workspace, commit_done, commit_failed, stage
+from tilth.run.recovery import reconcile
+from tilth.run.stopflag import StopFlag
+from tilth.store.events import EventLog, document
+from tilth.store.home import SessionPaths
+from tilth.store.learnings import append_learnings
+from tilth.store.ledger import Case, LedgerEntry, Verdict, append_entry, read_entries
+from tilth.store.lock import SessionLock
+from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
+from tilth.store.redaction import register_patterns, register_secret
+from tilth.store.session import SessionRecord, SessionState, load_session, save_session, set_state
+from tilth.store.summary import SummarySettings, learnings_path, write_summary
+from tilth.views.endreport import record_report
+
+document(
+    {
+        "session_started": "a process took the session lock and began running; data: backend, pid, resume",
+        "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, setting",
+        "task_started": "a task was marked in_progress",
+        "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
+        "worker_done": "the worker returned; data.made_case",
+        "verdict": "the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
+        "session_end": "the loop ended; data: state, exit_code, reason",
+        "session_report": "the end-of-session report, also written to report.md; data: text",
+    }
+)
+
+EXIT_DONE, EXIT_FAILED, EXIT_STOPPED = 0, 1, 3
+NO_CASE = Verdict(verdict="reject", category="no_case", concern="The worker ended its turn without a case.",
+                  next_step="Finish the task and make a case for each acceptance criterion.")
+
+
+@dataclass
+class Run:
+    ws: Workspace
+    backend: Backend
+    settings: Settings
+    stop: StopFlag
+    caps: Caps
+    sources: Sources
+    sandbox: tuple[str, ...]
+    hooks: Hooks
+
+
+def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
+                backend_name: str | None = None, echo: Callable[[dict], None] | None = None,
+                expect_queued: bool = False) -> int:
+    """Run the session to its end. `expect_queued` (a supervisor's child): do nothing unless the
+    session is still queued once the lock is held, so a `tilth stop` racing the spawn wins."""
+    register_secret(settings.api_key)
+    register_secret(settings.evaluator_api_key)
+    register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
+    with SessionLock(paths.lock, paths.id) as lock:
+        if expect_queued and load_session(paths).state != SessionState.queued:
+            return EXIT_STOPPED
+        run = prepare(paths, settings, stop, resume, backend_name, EventLog(paths.events, echo))
+        try:
+            state, reason = drive(run, lock)
+        except TilthError as exc:
+            finish(run, SessionState.stopped, exc.exit_code, str(exc))
+            raise
+        except BaseException:
+            set_state(paths, SessionState.crashed, pid=None)
+            raise
+        exit_code = {SessionState.done: EXIT_DONE, SessionState.failed: EXIT_FAILED}.get(state, EXIT_STOPPED)
+        finish(run, state, exit_code, reason)
+        return exit_code
+
+
+def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, backend_name: str | None,
+            events: EventLog) -> Run:
+    """Everything before the first task: backend, sandbox, reconciliation with the branch."""
+    record = load_session(paths)
+    if backend_name and backend_name != record.backend.name:
+        record.backend.name = backend_name
+        save_session(paths, record)
+    meter = Meter.from_events(events.read())
+    backend = make_backend(record.backend, settings, meter)
+    ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
+    sandbox = confine(paths, record, settings, events)
+    reconcile(ws, unwind_failed=resume)
+    set_state(paths, SessionState.running, pid=os.getpid())
+    events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume)
+    hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
+    return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
+               sandbox, hooks)
+
+
+def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
+    paths, events = run.ws.paths, run.ws.events
+    set_state(paths, state, pid=None)
+    events.emit("session_end", state=state.value, exit_code=exit_code, reason=reason)
+    run.hooks.run("session_end", None, None, state=state.value)
+    events.emit("session_report", text=record_report(paths))
+
+
+def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, events: EventLog) -> tuple[str, ...]:
+    """Decide the sandbox for this run, record it in session.json, and say so when unconfined."""
+    mode = resolve_mode(settings.sandbox)
+    record.sandbox = mode
+    save_session(paths, record)
+    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox)
+    return tuple(wrap(mode, Path(record.worktree), paths.home))
+
+
+def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
+    try:
+        while (task := pick_next(run)) is not None:
+            lock.beat()
+            if not run_task(run, task) and not run.settings.continue_after_failure:
+                break
+    except StopRequested as stop:
+        return SessionState.stopped, str(stop) or "stop requested"
+    plan = load_current_plan(run.ws.paths.prd)
+    failed = any(t.status == TaskStatus.failed for t in plan)
+    return (SessionState.failed, "a task failed") if failed else (SessionState.done, "")
+
+
+def pick_next(run: Run) -> Task | None:
+    run.stop.check()
+    run.caps.check()
+    return next_pending(load_current_plan(run.ws.paths.prd))
+
+
+def run_task(run: Run, task: Task) -> bool:
+    """True when the task ends as a commit, False when it ends as a FAILED placeholder."""
+    set_status(run.ws.paths.prd, task.id, TaskStatus.in_progress)
+    run.ws.events.emit("task_started", task.id)
+    entry = None
+    for attempt in range(run.settings.max_iterations_per_task):
+        if attempt:
+            run.stop.check()
+        run.caps.check(task.id)
+        entry = run_iteration(run, task)
+        if entry.verdict.accepted:
+            sha = commit_done(run.ws, task, entry, restage=False)
+            after_task(run, task, "done", entry.iter, sha)
+            return True
+    sha = commit_failed(run.ws, task, entry)
+    after_task(run, task, "failed", entry.iter, sha)
+    return False
+
+
+def run_iteration(run: Run, task: Task) -> LedgerEntry:
+    ws, settings = run.ws, run.settings
+    entries = read_entries(ws.paths.ledger_dir, task.id)
+    iteration = len(entries) + 1
+    history = entries[-settings.ledger_entries:] if settings.ledger_entries else []
+    case = worker_turn(run, task, iteration, history)
+    stage(ws, task, iteration)
+    diff = staged_diff(ws.repo)
+    summary = describe_diff(diff)
+    verdict = NO_CASE if case is None else evaluate(run, task, iteration, history, case, diff.patch or "", summary)
+    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
+    append_entry(ws.paths.ledger_dir, task.id, entry)
+    ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
+                   concern=verdict.concern)
+    return entry
+
+
+def worker_turn(run: Run, task: Task, iteration: int, history: list[LedgerEntry]) -> Case | None:
+    ws = run.ws
+    prompt = worker_prompt(run.sources, task, load_current_plan(ws.paths.prd), iteration, history)
+    job = WorkerJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, history, ws.events,
+                    run.sources.notes, run.sandbox, run.hooks)
+    case = run.backend.worker.work(job)
+    ws.events.emit("worker_done", task.id, iteration, made_case=case is not None)
+    return case
+
+
+def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,
+             summary: str) -> Verdict:
+    ws = run.ws
+    checks = run_checks(run.settings.checks + ws.record.checks, Path(ws.record.worktree), run.settings.tool_timeout,
+                        ws.events, task.id, iteration, run.sandbox)
+    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
+    job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
+                        history, ws.events, checks)
+    return enforce_checks(run.backend.evaluator.evaluate(job), checks)
+
+
+def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:
+    """The self-improvement step, a fresh progress summary, then the post_task hooks. Best
+    effort: a provider failure here loses only the proposals, never the task's outcome."""
+    ws, s = run.ws, run.settings
+    if s.self_improvement:
+        history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
+        prompt = learning_prompt(run.sources, task, outcome, history)
+        try:
+            proposals = run.backend.learner.propose(LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events))
+            append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
+            ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
+        except ProviderError as exc:
+            ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
+    write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
+    run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)

@@ -1,0 +1,96 @@
+"""The two ways a task ends, each written in the crash-safe order:
+
+    commit (git is the truth)  ->  prd.json status  ->  progress line  ->  event
+
+A kill -9 between any two steps is repaired by recovery.reconcile, which re-derives the
+later steps from the commit's trailers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pygit2
+
+from tilth.core.faults import checkpoint
+from tilth.git.commits import done_message, failed_message, worker_commits
+from tilth.git.gitops import commit_staged, soft_reset, stage_all
+from tilth.store.events import EventLog, document
+from tilth.store.home import SessionPaths
+from tilth.store.ledger import LedgerEntry
+from tilth.store.prd import Task, TaskStatus, set_status
+from tilth.store.progress import append_progress, outcome_line
+from tilth.store.session import SessionRecord
+
+document(
+    {
+        "nested_repo_skipped": "data.paths: nested git repositories left out of the commit",
+        "worker_commits_folded": "commits the agent made itself were soft-reset into the task's changes; "
+                                 "data: shas, onto",
+        "commit": "a task commit was made; data: sha, iterations",
+        "task_done": "the task is done: commit made, status flipped, progress line written",
+        "failed_commit": "a FAILED placeholder was made; data: sha, reason",
+        "task_failed": "the task failed: placeholder made, status flipped, progress line written",
+    }
+)
+
+EXHAUSTED = "iterations_exhausted"
+
+
+@dataclass
+class Workspace:
+    """What every step of a running session needs."""
+
+    paths: SessionPaths
+    record: SessionRecord
+    repo: pygit2.Repository
+    events: EventLog
+
+
+def fold_worker_commits(ws: Workspace, task_id: str | None, iteration: int | None) -> None:
+    """Soft-reset commits an agent made itself, so their changes become part of the task's
+    one commit (and of the diff the evaluator sees)."""
+    made = worker_commits(ws.repo, ws.record.base_commit)
+    if made:
+        parent = ws.repo[made[-1]].parents
+        target = str(parent[0].id) if parent else ws.record.base_commit
+        soft_reset(ws.repo, target)
+        ws.events.emit("worker_commits_folded", task_id, iteration, shas=made, onto=target)
+
+
+def stage(ws: Workspace, task: Task, iteration: int) -> None:
+    fold_worker_commits(ws, task.id, iteration)
+    nested = stage_all(ws.repo)
+    if nested:
+        ws.events.emit("nested_repo_skipped", task.id, iteration, paths=nested)
+
+
+def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool = True) -> str:
+    """`restage=False` commits the index exactly as the evaluator's diff saw it (the normal path);
+    recovery restages, since the process that staged it is gone."""
+    checkpoint("before_commit", task.id)
+    if restage:
+        stage(ws, task, accepted.iter)
+    summary = accepted.case.summary if accepted.case else ""
+    sha = commit_staged(ws.repo, done_message(ws.record.id, task, summary, accepted.iter))
+    ws.events.emit("commit", task.id, accepted.iter, sha=sha, iterations=accepted.iter)
+    checkpoint("after_commit", task.id)
+    set_status(ws.paths.prd, task.id, TaskStatus.done)
+    checkpoint("after_status", task.id)
+    append_progress(ws.paths.progress, outcome_line(task.id, "done", accepted.iter, sha, task.title))
+    ws.events.emit("task_done", task.id, accepted.iter, sha=sha)
+    return sha
+
+
+def commit_failed(ws: Workspace, task: Task, last: LedgerEntry) -> str:
+    checkpoint("before_failed_commit", task.id)
+    stage(ws, task, last.iter)
+    reason = f"{EXHAUSTED} after {last.iter} attempts; last verdict {last.verdict.category or last.verdict.verdict}"
+    message = failed_message(ws.record.id, task, reason, last.iter, last.verdict.concern)
+    sha = commit_staged(ws.repo, message)
+    ws.events.emit("failed_commit", task.id, last.iter, sha=sha, reason=reason)
+    checkpoint("after_failed_commit", task.id)
+    set_status(ws.paths.prd, task.id, TaskStatus.failed)
+    append_progress(ws.paths.progress, outcome_line(task.id, f"failed:{EXHAUSTED}", last.iter, sha, task.title))
+    ws.events.emit("task_failed", task.id, last.iter, sha=sha, reason=reason)
+    return sha

@@ -1,0 +1,1 @@
+"""One module per durable file format, and the primitives they share."""

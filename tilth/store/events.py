@@ -1,0 +1,36 @@
+"""events.jsonl: the session's machine-readable journal, `{ts, type, task, iter, data}`.
+
+Each module that emits events documents its types with `document({...})` next to the code
+that writes them; `EventLog.emit` refuses an undocumented type so the list stays true.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from tilth.core.clock import iso_ms
+from tilth.store.jsonio import append_jsonl, read_jsonl
+
+DOCUMENTED: dict[str, str] = {}
+
+
+def document(types: dict[str, str]) -> None:
+    DOCUMENTED.update(types)
+
+
+class EventLog:
+    def __init__(self, path: Path, echo: Callable[[dict[str, Any]], None] | None = None):
+        self.path = path
+        self.echo = echo
+
+    def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
+        if type not in DOCUMENTED:
+            raise ValueError(f"event type {type!r} is not documented; call events.document() in its module")
+        event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
+        append_jsonl(self.path, event)
+        if self.echo is not None:
+            self.echo(event)
+
+    def read(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.path)

@@ -1,0 +1,90 @@
+"""Where things live under TILTH_HOME (default ~/.tilth)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilth.core.errors import BadInput
+
+SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def tilth_home() -> Path:
+    return Path(os.environ.get("TILTH_HOME") or Path.home() / ".tilth").expanduser().absolute()
+
+
+def check_session_id(session_id: str) -> str:
+    if not SESSION_ID_PATTERN.match(session_id) or session_id.endswith((".lock", ".")) or ".." in session_id:
+        raise BadInput(
+            f"invalid session id {session_id!r}: use letters, digits, '.', '_' or '-' (max 64), "
+            "not ending in '.lock'"
+        )
+    return session_id
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    """Every harness-owned path of one session. The worktree is deliberately elsewhere."""
+
+    home: Path
+    id: str
+
+    @property
+    def dir(self) -> Path:
+        return self.home / "sessions" / self.id
+
+    @property
+    def worktree(self) -> Path:
+        return self.home / "worktrees" / self.id
+
+    @property
+    def session_json(self) -> Path:
+        return self.dir / "session.json"
+
+    @property
+    def prd(self) -> Path:
+        return self.dir / "prd.json"
+
+    @property
+    def progress(self) -> Path:
+        return self.dir / "progress.txt"
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.dir / "ledger"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "session.lock"
+
+    @property
+    def scenario(self) -> Path:
+        return self.dir / "scenario.json"
+
+
+def ensure_home(home: Path) -> None:
+    """Create TILTH_HOME's two directories, or say plainly why it cannot be used."""
+    try:
+        for name in ("sessions", "worktrees"):
+            (home / name).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"TILTH_HOME {home} cannot be used ({exc.strerror}); set TILTH_HOME to a writable "
+                       "directory") from None
+
+
+def session_paths(session_id: str, home: Path | None = None) -> SessionPaths:
+    return SessionPaths(home or tilth_home(), check_session_id(session_id))
+
+
+def all_session_ids(home: Path | None = None) -> list[str]:
+    root = (home or tilth_home()) / "sessions"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "session.json").is_file())

@@ -1,0 +1,1 @@
+"""Read-only views of a session: tallies, status, event lines, following, the end report."""

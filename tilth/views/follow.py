@@ -1,0 +1,124 @@
+"""`tilth wait` and `tilth logs`: follow a session from its files.
+
+Both wake on watchfiles changes in the session dir; a short timeout of the watch re-checks
+anyway, because one change has no file event: a runner killed with -9 releases its
+session lock without writing anything (the supervisor, when it runs, then marks the
+session crashed, which is an event).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import orjson
+from watchfiles import Change, watch
+
+from tilth.store.home import SessionPaths
+from tilth.store.lock import is_locked
+from tilth.store.session import SessionState, effective_state, load_session
+from tilth.views.report import line_for
+
+EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3}
+"""Any other state past queued/running (an archived session) ends the wait with 0."""
+EXIT_TIMEOUT = 4
+RECHECK_MS = 500
+
+
+def settled(paths: SessionPaths) -> SessionState | None:
+    """The session's end state, once it has one and no process holds the session any more."""
+    state = SessionState(effective_state(paths, load_session(paths)))
+    if state in (SessionState.queued, SessionState.running) or is_locked(paths.lock):
+        return None
+    return state
+
+
+def _changes(dirs: Iterable[Path], names: tuple[str, ...]):
+    """Yield on every relevant change, and at least every RECHECK_MS."""
+    def relevant(change: Change, path: str) -> bool:
+        return Path(path).name in names
+
+    return watch(*dirs, watch_filter=relevant, debounce=100, step=20, rust_timeout=RECHECK_MS,
+                 yield_on_timeout=True)
+
+
+def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callable[[str], None]) -> int:
+    """Block until every session has settled: the worst exit code (3 > 1 > 0), or 4 on timeout."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    waiting = {paths.id: paths for paths in sessions}
+    codes = [0]
+
+    def check() -> bool:
+        for sid, paths in list(waiting.items()):
+            state = settled(paths)
+            if state is not None:
+                del waiting[sid]
+                codes.append(EXIT_CODES.get(state, 0))
+                report(f"session {sid}: {state.value}")
+        return not waiting
+
+    if check():
+        return max(codes)
+    for _ in _changes([p.dir for p in sessions], ("session.json", "session.lock")):
+        if check():
+            return max(codes)
+        if deadline is not None and time.monotonic() >= deadline:
+            states = ", ".join(f"{sid} {load_session(p).state.value}" for sid, p in waiting.items())
+            report(f"timed out after {timeout:g}s; still waiting for: {states}")
+            return EXIT_TIMEOUT
+    return max(codes)
+
+
+class Tail:
+    """Complete lines appended to events.jsonl since the last read (a line being written,
+    or a torn one, is left for later or skipped)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        events = []
+        for raw in data[:end].splitlines():
+            try:
+                events.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                continue
+        return events
+
+
+def event_line(event: dict[str, Any]) -> str:
+    text = line_for(event)
+    if text is None:
+        text = " ".join(str(part) for part in (event["type"], event.get("task"), event.get("iter")) if part is not None)
+    return f"{event['ts'][11:19]} {text}"
+
+
+def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None]) -> int:
+    """Print the session's events; with `follow`, keep printing until it has settled."""
+    load_session(paths)
+    tail = Tail(paths.events)
+
+    def flush() -> None:
+        for event in tail.read():
+            out(event_line(event))
+
+    flush()
+    if not follow:
+        return 0
+    if settled(paths) is None:
+        for _ in _changes([paths.dir], ("events.jsonl", "session.json", "session.lock")):
+            flush()
+            if settled(paths) is not None:
+                break
+    flush()
+    return 0

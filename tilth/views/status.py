@@ -1,0 +1,171 @@
+"""`tilth status`: what each session is doing, read from its files (never from a process).
+
+Progress comes from prd.json; the current task, iteration, elapsed time, tokens and cost
+from events.jsonl; liveness from the session lock (a session marked running whose lock
+nobody holds was killed, and shows as crashed).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tilth.agents.accounting import Meter
+from tilth.core.clock import utc_now
+from tilth.core.errors import BadInput
+from tilth.store.home import SessionPaths, all_session_ids, session_paths
+from tilth.store.jsonio import read_jsonl
+from tilth.store.lock import is_locked, read_holder
+from tilth.store.prd import TaskStatus, load_plan
+from tilth.store.session import SessionRecord, SessionState, effective_state, load_session
+
+
+def _when(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+def activity(events: list[dict[str, Any]], live: bool) -> dict[str, Any]:
+    """Current task and iteration, and the running time summed over every run (a run lasts
+    from `session_started` to `session_end`, or to its last event when it was killed)."""
+    elapsed, opened, last_ts = 0.0, None, None
+    task, iteration = None, None
+    for event in events:
+        ts = event.get("ts")
+        if event["type"] == "session_started":
+            if opened and last_ts:
+                elapsed += (_when(last_ts) - opened).total_seconds()
+            opened = _when(ts)
+        elif event["type"] == "session_end" and opened:
+            elapsed += (_when(ts) - opened).total_seconds()
+            opened = None
+        if event["type"] == "task_started":
+            task, iteration = event.get("task"), None
+        if event.get("task") == task and event.get("iter"):
+            iteration = event["iter"]
+        last_ts = ts
+    if opened:
+        end = utc_now() if live else _when(last_ts)
+        elapsed += max(0.0, (end - opened).total_seconds())
+    meter = Meter.from_events(events)
+    return {"current_task": task, "iteration": iteration, "elapsed_s": round(elapsed, 1),
+            "tokens": meter.tokens, "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.calls}
+
+
+def session_summary(paths: SessionPaths) -> dict[str, Any]:
+    record = load_session(paths)
+    try:
+        tasks = [{"id": t.id, "title": t.title, "status": t.status.value} for t in load_plan(paths.prd)]
+    except BadInput:
+        tasks = []
+    state = effective_state(paths, record)
+    done = sum(t["status"] == TaskStatus.done for t in tasks)
+    holder = read_holder(paths.lock) if state == SessionState.running else None
+    return {
+        "id": record.id,
+        "state": state,
+        "branch": record.branch,
+        "worktree": record.worktree,
+        "repo": record.repo,
+        "backend": record.backend.name,
+        "sandbox": record.sandbox,
+        "created": record.created,
+        "tasks": tasks,
+        "progress": f"{done}/{len(tasks)}",
+        "tasks_done": done,
+        "pid": holder.get("pid") if holder else None,
+        "supervised": record.supervised,
+        "start_at": record.start_at,
+        **activity(read_jsonl(paths.events), live=state == SessionState.running),
+    }
+
+
+def all_summaries(home: Path) -> list[dict[str, Any]]:
+    return [session_summary(session_paths(i, home)) for i in all_session_ids(home)]
+
+
+def _progress(summary: dict[str, Any]) -> str:
+    return summary.get("progress") or f"{sum(t['status'] == TaskStatus.done for t in summary['tasks'])}/{len(summary['tasks'])}"
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _current(summary: dict[str, Any]) -> str:
+    if summary["state"] in (SessionState.done, SessionState.queued) or not summary.get("current_task"):
+        return "-"
+    return f"{summary['current_task']} #{summary['iteration']}" if summary.get("iteration") else summary["current_task"]
+
+
+def _state(summary: dict[str, Any]) -> str:
+    if summary["state"] == SessionState.queued and summary.get("start_at"):
+        return f"queued until {summary['start_at']}"
+    return summary["state"]
+
+
+COLUMNS = ("SESSION", "STATE", "DONE", "CURRENT", "ELAPSED", "TOKENS", "COST", "BRANCH")
+
+
+def rows(summaries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    return [(s["id"], _state(s), _progress(s), _current(s), _duration(s.get("elapsed_s", 0)),
+             f"{s.get('tokens', 0):,}", f"${s.get('cost_usd', 0):.2f}", s["branch"]) for s in summaries]
+
+
+def render_table(summaries: list[dict[str, Any]], footer: str = "") -> str:
+    """Plain aligned columns, for pipes and scripts that read text."""
+    if not summaries:
+        return "no sessions; create one with `tilth start`" + (f"\n{footer}" if footer else "")
+    table = [COLUMNS, *rows(summaries)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table]
+    return "\n".join(lines + ([footer] if footer else []))
+
+
+STATE_STYLES = {"running": "bold green", "queued": "cyan", "done": "green", "failed": "bold red",
+                "stopped": "yellow", "crashed": "bold magenta"}
+
+
+def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
+    """The same table for a terminal, with rich (imported only here, so pipes stay cheap)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not summaries:
+        console.print(render_table(summaries, footer), markup=False, highlight=False)
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name in COLUMNS:
+        table.add_column(name, justify="right" if name in ("DONE", "ELAPSED", "TOKENS", "COST") else "left",
+                         no_wrap=name in ("SESSION", "BRANCH"))
+    for summary, row in zip(summaries, rows(summaries)):
+        style = STATE_STYLES.get(summary["state"], "")
+        table.add_row(*row[:1], f"[{style}]{row[1]}[/]" if style else row[1], *row[2:])
+    console.print(table)
+    if footer:
+        console.print(footer, markup=False, highlight=False)
+
+
+def _sandbox(mode: str | None) -> str:
+    if mode == "bwrap":
+        return "bwrap (the agent's commands are confined)"
+    if mode == "off":
+        return "off: the agent's commands run UNCONFINED"
+    return "not decided yet (decided when the session runs)"
+
+
+def render_one(summary: dict[str, Any]) -> str:
+    lines = [
+        f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
+        f"branch   {summary['branch']}",
+        f"worktree {summary['worktree']}",
+        f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),
+        f"sandbox  {_sandbox(summary.get('sandbox'))}",
+        f"current  {_current(summary)}" + (f" (pid {summary['pid']})" if summary.get("pid") else ""),
+        f"elapsed  {_duration(summary.get('elapsed_s', 0))}, {summary.get('tokens', 0):,} tokens, "
+        f"${summary.get('cost_usd', 0):.4f}",
+    ]
+    lines += [f"  {t['status']:<11} {t['id']}: {t['title']}" for t in summary["tasks"]]
+    return "\n".join(lines)
