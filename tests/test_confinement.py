@@ -12,7 +12,8 @@ def test_commits_the_worker_makes_are_folded_into_one_task_commit(sandbox):
     scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}, "run": [AGENT_COMMIT.format(n=1),
                                                                        "echo 2 > two.txt", AGENT_COMMIT.format(n=2),
                                                                        "echo 3 > three.txt"]}]}}
-    assert sandbox.start("s1", [task("T-1"), task("T-2")], scenario).returncode == 0
+    # Unconfined, as a CLI agent may run: under bubblewrap the agent's git writes fail instead.
+    assert sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_SANDBOX": "off"}).returncode == 0
     commits = sandbox.commits("s1")
     assert [c["task"] for c in commits] == ["T-1", "T-2"]
     assert "agent commit" not in git(sandbox.repo, "log", "--format=%s", "session/s1")
@@ -63,6 +64,7 @@ def test_an_invalid_secret_pattern_is_refused_before_anything_is_created(sandbox
 
 import json  # noqa: E402
 import os  # noqa: E402
+import subprocess  # noqa: E402
 import uuid  # noqa: E402
 
 import pytest  # noqa: E402
@@ -193,3 +195,46 @@ def test_status_shows_the_sandbox_mode(sandbox):
     shown = sandbox.tilth("status", "s1")
     assert "sandbox  off: the agent's commands run UNCONFINED" in shown.stdout
     assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["sandbox"] == "off"
+
+
+def require_bwrap():
+    if not bwrap_works():
+        if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
+            pytest.fail("TILTH_REQUIRE_BWRAP=1 but bubblewrap cannot run here")
+        pytest.skip("bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)")
+
+
+def test_the_sandbox_hides_processes_keys_and_git_metadata(sandbox, model):
+    require_bwrap()
+    server, env = model
+    key = f"plainkey{uuid.uuid4().hex}"  # no known key shape: only confinement keeps it out
+    tag = uuid.uuid4().hex
+    main_before = git(sandbox.repo, "rev-parse", "main")
+    server.enqueue("worker", reply(tool_calls=[
+        call("bash", command="ls -d /proc/[0-9]* | wc -l; ls /proc/*/root/ 2>&1 | grep -c sessions"),
+        call("bash", command="cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c TILTH_API_KEY"),
+        call("bash", command="echo 'ref: refs/heads/main' > \"$(git rev-parse --git-dir)/HEAD\"; echo rc=$?"),
+        call("bash", command="git update-ref refs/heads/main HEAD~0 2>&1; git add -A 2>&1; echo rc=$?"),
+        call("bash", command="obj=$(find \"$(git rev-parse --git-common-dir)/objects\" -type f | head -1); "
+                             "chmod u+w \"$obj\" 2>&1; : > \"$obj\" 2>&1; echo rc=$?"),
+        call("bash", command=f"(setsid sleep 300 {tag} &); nohup sleep 301 {tag} >/dev/null 2>&1 & echo started"),
+        call("bash", command="echo work > work.txt && git status --short && git log --oneline | wc -l"),
+    ]), reply(tool_calls=[SUBMIT]))
+    result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd",
+                           str(sandbox.write_json("p.json", [task("T-1")])), "--id", "s1", "--foreground",
+                           env={**env, "TILTH_SANDBOX": "bwrap", "TILTH_API_KEY": key})
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = tool_results(server)
+    procs, roots = results[0].split()[:2]
+    assert int(procs) <= 5 and roots == "0", f"only the command's own processes are visible: {results[0]}"
+    assert results[1].startswith("0\n"), "no process environment holds the key"
+    assert "Read-only file system" in results[2] and "Read-only file system" in results[3]
+    assert "Read-only file system" in results[4] or "Operation not permitted" in results[4]
+    assert "?? work.txt" in results[6] and "[exit code 0]" in results[6], "reading git history still works"
+    assert all(key not in json.dumps(r["body"]) for r in server.requests), "the key never went to the model"
+    assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode == 1, "no process survived"
+    assert git(sandbox.repo, "rev-parse", "main") == main_before
+    assert git(sandbox.repo, "symbolic-ref", "HEAD").strip() == "refs/heads/main"
+    assert subprocess.run(["git", "fsck", "--strict"], cwd=sandbox.repo, capture_output=True).returncode == 0
+    assert git(sandbox.repo, "show", "session/s1:work.txt") == "work\n"
+    assert git(sandbox.worktree("s1"), "symbolic-ref", "HEAD").strip() == "refs/heads/session/s1"

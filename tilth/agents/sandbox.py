@@ -1,10 +1,15 @@
 """Confinement for commands an agent runs (the worker's bash, check commands).
 
-Under bubblewrap: the whole filesystem read-only, the worktree writable, the main
-repository's git dir writable only where a worktree's own git commands write (its index
-and HEAD under `.git/worktrees/<name>`, and the object store), `$TILTH_HOME/sessions`
-hidden behind an empty tmpfs, `$TILTH_HOME/config.toml` hidden, and a private /tmp. The
-network is left alone so a model endpoint on loopback stays reachable.
+Under bubblewrap: the whole filesystem read-only, the worktree writable, all of the main
+repository's git metadata read-only (the agent reads history with `git log/diff/status/show`;
+`git add`, `git commit`, `git stash` and any write to HEAD, refs or objects fail with
+"Read-only file system", so only tilth moves `session/<id>`), `$TILTH_HOME/sessions` hidden
+behind an empty tmpfs, `$TILTH_HOME/config.toml` hidden, and a private /tmp. The command
+runs in its own PID, IPC and UTS namespaces with a fresh /proc (no host process, no other
+session, no other process's environment is visible) and a new terminal session; when the
+command ends or is killed, the namespace dies and takes every process it started with it,
+`setsid` and double-forked ones included. The network is left alone so a model endpoint on
+loopback stays reachable.
 
 Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, said loudly),
 `off` (unconfined).
@@ -28,7 +33,8 @@ def bwrap_works() -> bool:
     binary = shutil.which("bwrap")
     if not binary:
         return False
-    probe = subprocess.run([binary, "--ro-bind", "/", "/", "--dev", "/dev", "true"], capture_output=True)
+    probe = subprocess.run([binary, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc",
+                            "--unshare-uts", "--proc", "/proc", "--new-session", "true"], capture_output=True)
     return probe.returncode == 0
 
 
@@ -64,19 +70,16 @@ def wrap(mode: str, worktree: Path, home: Path) -> list[str]:
     if mode != "bwrap":
         return []
     worktree = worktree.resolve()
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", str(worktree), str(worktree)]
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", str(worktree), str(worktree)]
     dirs = git_dirs(worktree)
     if dirs:
-        own, common = dirs
-        # Visible even if the repository lives under /tmp; writable only where the worktree's
-        # own git commands write. Refs stay read-only: commits are tilth's.
-        argv += ["--ro-bind", str(common), str(common), "--bind", str(own), str(own),
-                 "--bind", str(common / "objects"), str(common / "objects")]
+        # Re-exposed read-only even when the repository lives under the private /tmp.
+        argv += ["--ro-bind", str(dirs[1]), str(dirs[1])]
     sessions = home.resolve() / "sessions"
     if sessions.is_dir():
         argv += ["--tmpfs", str(sessions)]
     config = home.resolve() / "config.toml"
     if config.is_file():
         argv += ["--ro-bind", "/dev/null", str(config)]
-    return argv + ["--die-with-parent", "--chdir", str(worktree)]
+    return argv + ["--new-session", "--die-with-parent", "--chdir", str(worktree)]
