@@ -238,3 +238,21 @@ def test_the_sandbox_hides_processes_keys_and_git_metadata(sandbox, model):
     assert subprocess.run(["git", "fsck", "--strict"], cwd=sandbox.repo, capture_output=True).returncode == 0
     assert git(sandbox.repo, "show", "session/s1:work.txt") == "work\n"
     assert git(sandbox.worktree("s1"), "symbolic-ref", "HEAD").strip() == "refs/heads/session/s1"
+
+
+def test_a_moved_head_is_repaired_and_every_commit_lands_on_the_session_branch(sandbox):
+    # Unconfined, where the agent can write HEAD: symbolic to the user's branch, then detached.
+    to_main = "echo 'ref: refs/heads/main' > \"$(git rev-parse --git-dir)/HEAD\""
+    detach = "git rev-parse HEAD > \"$(git rev-parse --git-dir)/HEAD.new\" && " \
+             "mv \"$(git rev-parse --git-dir)/HEAD.new\" \"$(git rev-parse --git-dir)/HEAD\""
+    scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}, "run": [to_main]}],
+                          "T-2": [{"write": {"two.txt": "2"}, "run": [detach]}]}}
+    main_before = git(sandbox.repo, "rev-parse", "main")
+    status_before = git(sandbox.repo, "status", "--porcelain")
+    assert sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_SANDBOX": "off"}).returncode == 0
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+    assert git(sandbox.repo, "rev-parse", "main") == main_before
+    assert git(sandbox.repo, "status", "--porcelain") == status_before
+    assert git(sandbox.worktree("s1"), "symbolic-ref", "HEAD").strip() == "refs/heads/session/s1"
+    repaired = [e["data"]["was"] for e in sandbox.events("s1") if e["type"] == "head_repaired"]
+    assert repaired[0] == "ref: refs/heads/main" and len(repaired) == 2 and len(repaired[1]) == 40

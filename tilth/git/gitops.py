@@ -120,11 +120,24 @@ def describe_diff(diff: pygit2.Diff) -> str:
     return f"{stats.files_changed} files changed, +{stats.insertions} -{stats.deletions}" + (f": {shown}" if files else "")
 
 
-def commit_staged(repo: pygit2.Repository, message: str) -> str:
+def ensure_head(repo: pygit2.Repository, branch: str) -> str | None:
+    """Point the worktree's HEAD back at `refs/heads/<branch>` if something moved it (an
+    unconfined agent can rewrite HEAD); returns what HEAD said before a repair, else None."""
+    ref = f"refs/heads/{branch}"
+    raw = (Path(repo.path) / "HEAD").read_text(errors="replace").strip()
+    if raw == f"ref: {ref}":
+        return None
+    repo.set_head(ref)
+    return raw
+
+
+def commit_staged(repo: pygit2.Repository, branch: str, message: str) -> str:
+    """Commit the index onto `refs/heads/<branch>` by name, never onto whatever HEAD says."""
+    ref = f"refs/heads/{branch}"
     tree = repo.index.write_tree()
-    head = repo.head.peel(pygit2.Commit)
+    tip = repo.references[ref].peel(pygit2.Commit)
     sig = signature(repo)
-    return str(repo.create_commit("HEAD", sig, sig, message, tree, [head.id]))
+    return str(repo.create_commit(ref, sig, sig, message, tree, [tip.id]))
 
 
 def soft_reset(repo: pygit2.Repository, target: str) -> None:

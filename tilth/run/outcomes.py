@@ -14,7 +14,7 @@ import pygit2
 
 from tilth.core.faults import checkpoint
 from tilth.git.commits import done_message, failed_message, worker_commits
-from tilth.git.gitops import commit_staged, soft_reset, stage_all
+from tilth.git.gitops import commit_staged, ensure_head, soft_reset, stage_all
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import LedgerEntry
@@ -24,6 +24,8 @@ from tilth.store.session import SessionRecord
 
 document(
     {
+        "head_repaired": "the worktree's HEAD no longer named the session branch and was pointed back "
+                         "before staging; data: was (what HEAD said), branch",
         "nested_repo_skipped": "data.paths: nested git repositories left out of the commit",
         "worker_commits_folded": "commits the agent made itself were soft-reset into the task's changes; "
                                  "data: shas, onto",
@@ -59,6 +61,9 @@ def fold_worker_commits(ws: Workspace, task_id: str | None, iteration: int | Non
 
 
 def stage(ws: Workspace, task: Task, iteration: int) -> None:
+    moved = ensure_head(ws.repo, ws.record.branch)
+    if moved is not None:
+        ws.events.emit("head_repaired", task.id, iteration, was=moved, branch=ws.record.branch)
     fold_worker_commits(ws, task.id, iteration)
     nested = stage_all(ws.repo)
     if nested:
@@ -72,7 +77,7 @@ def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool 
     if restage:
         stage(ws, task, accepted.iter)
     summary = accepted.case.summary if accepted.case else ""
-    sha = commit_staged(ws.repo, done_message(ws.record.id, task, summary, accepted.iter))
+    sha = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, accepted.iter))
     ws.events.emit("commit", task.id, accepted.iter, sha=sha, iterations=accepted.iter)
     checkpoint("after_commit", task.id)
     set_status(ws.paths.prd, task.id, TaskStatus.done)
@@ -87,7 +92,7 @@ def commit_failed(ws: Workspace, task: Task, last: LedgerEntry) -> str:
     stage(ws, task, last.iter)
     reason = f"{EXHAUSTED} after {last.iter} attempts; last verdict {last.verdict.category or last.verdict.verdict}"
     message = failed_message(ws.record.id, task, reason, last.iter, last.verdict.concern)
-    sha = commit_staged(ws.repo, message)
+    sha = commit_staged(ws.repo, ws.record.branch, message)
     ws.events.emit("failed_commit", task.id, last.iter, sha=sha, reason=reason)
     checkpoint("after_failed_commit", task.id)
     set_status(ws.paths.prd, task.id, TaskStatus.failed)
