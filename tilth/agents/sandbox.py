@@ -25,6 +25,8 @@ from pathlib import Path
 from tilth.core.errors import BadInput
 
 MODES = ("auto", "bwrap", "off")
+# Own PID/IPC/UTS namespaces, a fresh /proc and a new terminal session: what bwrap_works probes.
+ISOLATION = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--proc", "/proc", "--new-session"]
 
 
 @lru_cache(maxsize=1)
@@ -33,8 +35,7 @@ def bwrap_works() -> bool:
     binary = shutil.which("bwrap")
     if not binary:
         return False
-    probe = subprocess.run([binary, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc",
-                            "--unshare-uts", "--proc", "/proc", "--new-session", "true"], capture_output=True)
+    probe = subprocess.run([binary, "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "true"], capture_output=True)
     return probe.returncode == 0
 
 
@@ -52,8 +53,8 @@ def resolve_mode(setting: str) -> str:
     return "off"
 
 
-def git_dirs(worktree: Path) -> tuple[Path, Path] | None:
-    """(the worktree's own git dir, the common git dir), from the `.git` file of a linked worktree."""
+def common_git_dir(worktree: Path) -> Path | None:
+    """The main repository's git dir, from the `.git` file of a linked worktree."""
     marker = worktree / ".git"
     if not marker.is_file():
         return None
@@ -61,8 +62,7 @@ def git_dirs(worktree: Path) -> tuple[Path, Path] | None:
     if not text.startswith("gitdir:"):
         return None
     own = (worktree / text.split(":", 1)[1].strip()).resolve()
-    common = (own / (own / "commondir").read_text().strip()).resolve() if (own / "commondir").is_file() else own
-    return own, common
+    return (own / (own / "commondir").read_text().strip()).resolve() if (own / "commondir").is_file() else own
 
 
 def wrap(mode: str, worktree: Path, home: Path) -> list[str]:
@@ -70,16 +70,16 @@ def wrap(mode: str, worktree: Path, home: Path) -> list[str]:
     if mode != "bwrap":
         return []
     worktree = worktree.resolve()
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--proc", "/proc", "--tmpfs", "/tmp", "--bind", str(worktree), str(worktree)]
-    dirs = git_dirs(worktree)
-    if dirs:
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try",
+            "--tmpfs", "/tmp", "--bind", str(worktree), str(worktree)]
+    common = common_git_dir(worktree)
+    if common:
         # Re-exposed read-only even when the repository lives under the private /tmp.
-        argv += ["--ro-bind", str(dirs[1]), str(dirs[1])]
+        argv += ["--ro-bind", str(common), str(common)]
     sessions = home.resolve() / "sessions"
     if sessions.is_dir():
         argv += ["--tmpfs", str(sessions)]
     config = home.resolve() / "config.toml"
     if config.is_file():
         argv += ["--ro-bind", "/dev/null", str(config)]
-    return argv + ["--new-session", "--die-with-parent", "--chdir", str(worktree)]
+    return argv + ["--die-with-parent", "--chdir", str(worktree)]
