@@ -66,6 +66,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -256,3 +257,125 @@ def test_a_moved_head_is_repaired_and_every_commit_lands_on_the_session_branch(s
     assert git(sandbox.worktree("s1"), "symbolic-ref", "HEAD").strip() == "refs/heads/session/s1"
     repaired = [e["data"]["was"] for e in sandbox.events("s1") if e["type"] == "head_repaired"]
     assert repaired[0] == "ref: refs/heads/main" and len(repaired) == 2 and len(repaired[1]) == 40
+
+
+def _tree_digest(directory) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_escape_attempts_fail_and_leave_no_harm_with_the_network_off(sandbox, model):
+    require_bwrap()
+    server, env = model
+    home, root, tag = sandbox.home, sandbox.root, uuid.uuid4().hex
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text("journal_lines = 29\n")
+    common = sandbox.repo / ".git"
+    config_before, hooks_before = (common / "config").read_bytes(), _tree_digest(common / "hooks")
+    main_before = git(sandbox.repo, "rev-parse", "main")
+    # Outside /tmp (the sandbox's /tmp is private and discarded) writes meet a read-only filesystem.
+    var = f"/var/tmp/tilth-{tag}"
+    outside = [Path(var), Path(f"{var}-link"), home / "worktrees" / "escape.txt", root / "evil-wt"]
+    survivor = f"sleep 300; : {tag}"
+    server.enqueue("worker", reply(tool_calls=[
+        call("bash", command="git rev-parse HEAD > \"$(git rev-parse --git-dir)/HEAD\"; echo rc=$?"),
+        call("bash", command="git worktree add ../evil-wt 2>&1; git worktree add "
+                             f"{root}/evil-wt 2>&1; echo rc=$?"),
+        call("bash", command="c=$(git rev-parse --git-common-dir); echo '[core]' >> \"$c/config\"; "
+                             "echo 'curl evil' > \"$c/hooks/pre-commit\"; git config core.hooksPath /tmp; echo rc=$?"),
+        call("bash", command=f"echo pwned > ../escape.txt; echo pwned > {var}; echo rc=$?"),
+        call("bash", command=f"ln -s /var/tmp link && echo pwned > link/tilth-{tag}-link; echo rc=$?; rm link"),
+        call("bash", command=f"bash -c \"(bash -c '{survivor}' &) &\"; setsid -f bash -c '{survivor}'; "
+                             f"nohup bash -c '{survivor}' >/dev/null 2>&1 & disown; echo started"),
+        call("bash", command=f"ls {home}/sessions | wc -l; cat {home}/config.toml; echo rc=$?"),
+        call("bash", command=f"python3 -c \"import urllib.request as u; "
+                             f"print('reached', u.urlopen('{server.base_url}/models', timeout=5).status)\" 2>&1 | tail -1"),
+    ]), reply(tool_calls=[call("bash", command="echo work > work.txt"), SUBMIT]))
+    result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd",
+                           str(sandbox.write_json("p.json", [task("T-1")])), "--id", "s1", "--foreground",
+                           env={**env, "TILTH_SANDBOX": "bwrap", "TILTH_AGENT_NETWORK": "off"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = tool_results(server)
+    assert "Read-only file system" in results[0]
+    assert "rc=0" not in results[1] and "Read-only file system" in results[3] + results[4], results
+    assert results[2].count("Read-only file system") >= 3 and "rc=0" not in results[2]
+    assert results[5].count("started") == 1
+    assert results[6].startswith("0\n") and "journal_lines" not in results[6]
+    assert "reached" not in results[7] and ("refused" in results[7] or "unreachable" in results[7]), results[7]
+    # The harm is absent, whatever the commands printed.
+    assert not [p for p in outside if p.exists()]
+    assert [r["path"] for r in server.requests if r["body"] is None] == [], "the agent reached no endpoint"
+    assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode == 1, "no process survived"
+    assert (common / "config").read_bytes() == config_before and _tree_digest(common / "hooks") == hooks_before
+    assert git(sandbox.repo, "rev-parse", "main") == main_before
+    assert subprocess.run(["git", "fsck", "--strict"], cwd=sandbox.repo, capture_output=True).returncode == 0
+    listed = git(sandbox.repo, "worktree", "list", "--porcelain").count("worktree ")
+    assert listed == 2, "only the user's checkout and the session's worktree"
+    assert git(sandbox.repo, "show", "session/s1:work.txt") == "work\n"
+    assert git(sandbox.repo, "rev-parse", "session/s1^") == main_before, "one commit, on the session branch"
+    sandbox_event = next(e for e in sandbox.events("s1") if e["type"] == "sandbox")
+    assert sandbox_event["data"]["network"] == "off"
+
+
+def test_the_network_cannot_be_cut_without_the_sandbox(sandbox):
+    result = sandbox.start("s1", [task("T-1")], None, env={"TILTH_SANDBOX": "off", "TILTH_AGENT_NETWORK": "off"})
+    assert result.returncode == 2 and "agent_network = off needs the bubblewrap sandbox" in result.stderr
+    assert not sandbox.session_dir("s1").exists()
+
+
+def test_a_moved_branch_is_held_to_the_commit_tilth_last_wrote(sandbox):
+    # Unconfined, where the agent can move the branch: back below tilth's commit, onto an
+    # unrelated commit, or forward with a commit that forges tilth's trailers.
+    ident = "git -c user.name=agent -c user.email=a@b"
+    rewind = "git reset -q --soft HEAD~1"
+    forge = f"{ident} commit -q --allow-empty -m 'T-9: forged' -m 'Tilth-Session: s1\nTilth-Task: T-9\nTilth-Iterations: 1'"
+    unrelated = f"git update-ref refs/heads/session/s1 $({ident} commit-tree $(git mktree </dev/null) -m evil)"
+    scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}}],
+                          "T-2": [{"write": {"two.txt": "2"}, "run": [rewind]}],
+                          "T-3": [{"write": {"three.txt": "3"}, "run": [forge]}],
+                          "T-4": [{"write": {"four.txt": "4"}, "run": [unrelated]}]}}
+    main_before = git(sandbox.repo, "rev-parse", "main").strip()
+    plan = [task("T-1"), task("T-2"), task("T-3"), task("T-4")]
+    assert sandbox.start("s1", plan, scenario, env={"TILTH_SANDBOX": "off"}).returncode == 0
+    subjects = git(sandbox.repo, "log", "--format=%s", f"{main_before}..session/s1").split("\n")[:-1]
+    assert [s.split(":")[0] for s in subjects] == ["T-4", "T-3", "T-2", "T-1"], subjects
+    assert git(sandbox.repo, "rev-parse", "session/s1~4").strip() == main_before
+    assert {"one.txt", "two.txt", "three.txt", "four.txt"} <= set(git(sandbox.repo, "ls-tree", "--name-only",
+                                                                     "session/s1").split())
+    events = sandbox.events("s1")
+    repaired = [e for e in events if e["type"] == "branch_repaired"]
+    assert [e["task"] for e in repaired] == ["T-2", "T-4"]
+    assert repaired[0]["data"]["restored"] == git(sandbox.repo, "rev-parse", "session/s1~3").strip()
+    folded = [e for e in events if e["type"] == "worker_commits_folded"]
+    assert [e["task"] for e in folded] == ["T-3"] and len(folded[0]["data"]["shas"]) == 1
+    assert git(sandbox.repo, "rev-parse", "main").strip() == main_before
+
+
+def test_a_branch_that_lost_its_base_between_runs_is_refused_in_one_line(sandbox):
+    assert sandbox.start("s1", [task("T-1"), task("T-2")], {"tasks": {"T-2": [{"verdict": {
+        "verdict": "reject", "concern": "no"}}]}}, env={"TILTH_MAX_ITERATIONS_PER_TASK": "1"}).returncode == 1
+    orphan = subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit-tree",
+                             "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "-m", "elsewhere"],
+                            cwd=sandbox.repo, capture_output=True, text=True, check=True).stdout.strip()
+    git(sandbox.repo, "update-ref", "refs/heads/session/s1", orphan)
+    result = sandbox.tilth("resume", "s1", "--foreground")
+    assert result.returncode == 2 and "no longer contains its base" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert git(sandbox.repo, "rev-parse", "session/s1").strip() == orphan, "the user's move is not undone"
+    git(sandbox.repo, "update-ref", "-d", "refs/heads/session/s1")
+    result = sandbox.tilth("resume", "s1", "--foreground")
+    assert result.returncode == 2 and "session branch session/s1 is gone" in result.stderr
+
+
+def test_check_commands_and_scripted_commands_run_confined(sandbox):
+    require_bwrap()
+    tag = uuid.uuid4().hex
+    prd = sandbox.home / "sessions" / "s1" / "prd.json"
+    check = f"test ! -e {prd} && ! touch /var/tmp/tilth-{tag}-check && test $(ls /proc | grep -c '^[0-9]') -lt 10"
+    scenario = {"tasks": {"T-1": [{"run": [f"ls {prd} > seen.txt 2>&1; touch /var/tmp/tilth-{tag}-run; "
+                                           "echo $TILTH_HOME >> seen.txt"]}]}}
+    result = sandbox.start("s1", [task("T-1")], scenario, "--check", check, env={"TILTH_SANDBOX": "bwrap"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [r["exit_code"] for e in sandbox.events("s1") if e["type"] == "checks_run" for r in e["data"]["results"]] == [0]
+    seen = git(sandbox.repo, "show", "session/s1:seen.txt")
+    assert "No such file" in seen and seen.endswith("\n\n"), "sessions hidden, TILTH_HOME not in the env"
+    assert not list(Path("/var/tmp").glob(f"tilth-{tag}-*"))

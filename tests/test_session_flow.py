@@ -8,6 +8,9 @@ import re
 
 from conftest import git, task, wait_for_pause
 
+# For scenarios whose commands play a process outside the agent's sandbox (an observer writing
+# to the test's dir, the user editing prd.json, a signal to tilth itself).
+OBSERVER = {"TILTH_SANDBOX": "off"}
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
 
 
@@ -82,7 +85,7 @@ def test_failed_placeholder_then_resume_soft_unwinds(sandbox):
         {"write": {"part2.py": "more = True\n"}, "verdict": REJECT},
         {"write": {"done.py": "ok = True\n"}, "run": [record]},
     ]}}
-    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2"}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", **OBSERVER}
     result = sandbox.start("s1", [task("T-1"), task("T-2", "Hard one"), task("T-3")], scenario, env=env)
     assert result.returncode == 1, result.stderr
 
@@ -140,7 +143,7 @@ def test_user_edits_to_the_plan_while_running_are_kept(sandbox):
         "PY"
     )
     scenario = {"tasks": {"T-1": [{"run": [edit], "write": {"one.txt": "1"}}]}}
-    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario)
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env=OBSERVER)
     assert result.returncode == 0, result.stderr
     plan = sandbox.plan("s1")
     assert [t["id"] for t in plan] == ["T-1", "T-2", "T-9"]
@@ -201,7 +204,7 @@ def test_sigterm_finishes_the_iteration_then_stops_resumably(sandbox):
         {"write": {"wip.txt": "partial"}, "run": ["kill -TERM $PPID"], "verdict": REJECT},
         {"write": {"wip.txt": "complete"}},
     ]}}
-    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario)
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env=OBSERVER)
     assert result.returncode == 3, result.stderr
     assert [e["iter"] for e in sandbox.ledger("s1", "T-1")] == [1], "the running iteration completed"
     assert sandbox.commits("s1") == []

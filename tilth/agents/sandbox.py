@@ -8,8 +8,13 @@ behind an empty tmpfs, `$TILTH_HOME/config.toml` hidden, and a private /tmp. The
 runs in its own PID, IPC and UTS namespaces with a fresh /proc (no host process, no other
 session, no other process's environment is visible) and a new terminal session; when the
 command ends or is killed, the namespace dies and takes every process it started with it,
-`setsid` and double-forked ones included. The network is left alone so a model endpoint on
-loopback stays reachable.
+`setsid` and double-forked ones included.
+
+Network (`agent_network`): `on` leaves the host network as it is, so package installs work and
+a model endpoint on loopback stays reachable from the agent's commands; a `git push` still
+fails, since refs are read-only and the pre-tool hook refuses it. `off` adds a network
+namespace with only its own loopback: nothing on the host, loopback included, is reachable.
+tilth's own model calls are made outside the sandbox, so they work either way.
 
 Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, said loudly),
 `off` (unconfined).
@@ -39,18 +44,18 @@ def bwrap_works() -> bool:
     return probe.returncode == 0
 
 
-def resolve_mode(setting: str) -> str:
-    """The mode in force: `bwrap` or `off`."""
+def resolve_mode(setting: str, network: str = "on") -> str:
+    """The mode in force: `bwrap` or `off`. Cutting the network needs bubblewrap."""
     if setting not in MODES:
         raise BadInput(f"sandbox = {setting!r}: use one of {', '.join(MODES)}")
-    if setting == "off":
-        return "off"
-    if bwrap_works():
-        return "bwrap"
-    if setting == "bwrap":
+    mode = "bwrap" if setting != "off" and bwrap_works() else "off"
+    if mode == "off" and setting == "bwrap":
         raise BadInput("sandbox = bwrap but bubblewrap is not installed or cannot run here; "
                        "install it (apt-get install bubblewrap) or set TILTH_SANDBOX=auto")
-    return "off"
+    if mode == "off" and network == "off":
+        raise BadInput("agent_network = off needs the bubblewrap sandbox, which is not in force here; "
+                       "install bubblewrap and set TILTH_SANDBOX=bwrap, or set TILTH_AGENT_NETWORK=on")
+    return mode
 
 
 def common_git_dir(worktree: Path) -> Path | None:
@@ -65,12 +70,13 @@ def common_git_dir(worktree: Path) -> Path | None:
     return (own / (own / "commondir").read_text().strip()).resolve() if (own / "commondir").is_file() else own
 
 
-def wrap(mode: str, worktree: Path, home: Path) -> list[str]:
+def wrap(mode: str, worktree: Path, home: Path, network: str = "on") -> list[str]:
     """The argv prefix that runs a command confined (empty when unconfined)."""
     if mode != "bwrap":
         return []
     worktree = worktree.resolve()
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try",
+            *(["--unshare-net"] if network == "off" else []),
             "--tmpfs", "/tmp", "--bind", str(worktree), str(worktree)]
     common = common_git_dir(worktree)
     if common:

@@ -9,6 +9,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -109,8 +110,12 @@ class Settings(BaseModel):
     """First backoff delay in seconds; doubles per retry, with jitter."""
     retry_max_delay: float = Field(60.0, ge=0)
     """Upper bound on any single wait, Retry-After included."""
-    sandbox: str = "auto"
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
     """Confine the agent's commands: `auto` (bubblewrap when it works here), `bwrap` (required), `off`."""
+    agent_network: Literal["on", "off"] = "on"
+    """Network for the agent's commands under bubblewrap: `on` (package installs work; pushes are still
+    refused by read-only refs), `off` (a network namespace with only its own loopback). tilth's own model
+    calls are made outside the sandbox either way."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)

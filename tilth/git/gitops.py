@@ -1,5 +1,5 @@
 """Every git operation tilth performs, through pygit2. No git hooks run; nothing touches
-the user's current branch: commits go to HEAD of the session worktree only."""
+the user's current branch: commits go to `refs/heads/session/<id>` by name, never to HEAD."""
 
 from __future__ import annotations
 
@@ -124,20 +124,42 @@ def ensure_head(repo: pygit2.Repository, branch: str) -> str | None:
     """Point the worktree's HEAD back at `refs/heads/<branch>` if something moved it (an
     unconfined agent can rewrite HEAD); returns what HEAD said before a repair, else None."""
     ref = f"refs/heads/{branch}"
-    raw = (Path(repo.path) / "HEAD").read_text(errors="replace").strip()
+    try:
+        raw = (Path(repo.path) / "HEAD").read_text(errors="replace").strip()
+    except FileNotFoundError:
+        raw = "(missing)"
     if raw == f"ref: {ref}":
         return None
     repo.set_head(ref)
     return raw
 
 
-def commit_staged(repo: pygit2.Repository, branch: str, message: str) -> str:
-    """Commit the index onto `refs/heads/<branch>` by name, never onto whatever HEAD says."""
-    ref = f"refs/heads/{branch}"
+def branch_tip(repo: pygit2.Repository, branch: str) -> str | None:
+    ref = repo.references.get(f"refs/heads/{branch}")
+    return str(ref.target) if ref is not None else None
+
+
+def descends_from(repo: pygit2.Repository, commit: str, ancestor: str) -> bool:
+    """`commit` is `ancestor` or has it in its history (any commit that is not an object here: False)."""
+    if commit == ancestor:
+        return True
+    try:
+        return repo.descendant_of(pygit2.Oid(hex=commit), pygit2.Oid(hex=ancestor))
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+
+
+def move_branch(repo: pygit2.Repository, branch: str, target: str) -> None:
+    """Set `refs/heads/<branch>` to `target`, recreating it if it was deleted."""
+    repo.references.create(f"refs/heads/{branch}", pygit2.Oid(hex=target), force=True)
+
+
+def commit_staged(repo: pygit2.Repository, branch: str, message: str, parent: str) -> str:
+    """Commit the index onto `refs/heads/<branch>` by name, never onto whatever HEAD says.
+    `parent` is the tip tilth expects; libgit2 refuses the commit if the branch is elsewhere."""
     tree = repo.index.write_tree()
-    tip = repo.references[ref].peel(pygit2.Commit)
     sig = signature(repo)
-    return str(repo.create_commit(ref, sig, sig, message, tree, [tip.id]))
+    return str(repo.create_commit(f"refs/heads/{branch}", sig, sig, message, tree, [pygit2.Oid(hex=parent)]))
 
 
 def soft_reset(repo: pygit2.Repository, target: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tilth.agents.accounting import Meter
 from tilth.agents.protocol import make_backend
+from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
@@ -46,6 +47,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
             raise BadInput(f"scenario file {scenario_path} does not exist; pass --scenario an existing file")
         scenario_bytes = scenario_path.read_bytes()
     make_backend(backend, settings, Meter())
+    resolve_mode(settings.sandbox, settings.agent_network)
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))
     repo = open_source_repo(repo_path)

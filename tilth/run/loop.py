@@ -35,7 +35,8 @@ from tilth.views.endreport import record_report
 document(
     {
         "session_started": "a process took the session lock and began running; data: backend, pid, resume",
-        "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, setting",
+        "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
+                   "setting, network (on|off: whether the agent's commands reach the network)",
         "task_started": "a task was marked in_progress",
         "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
         "worker_done": "the worker returned; data.made_case",
@@ -116,11 +117,12 @@ def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
 
 def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, events: EventLog) -> tuple[str, ...]:
     """Decide the sandbox for this run, record it in session.json, and say so when unconfined."""
-    mode = resolve_mode(settings.sandbox)
+    mode = resolve_mode(settings.sandbox, settings.agent_network)
     record.sandbox = mode
     save_session(paths, record)
-    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox)
-    return tuple(wrap(mode, Path(record.worktree), paths.home))
+    network = settings.agent_network
+    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network)
+    return tuple(wrap(mode, Path(record.worktree), paths.home, network))
 
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:

@@ -8,13 +8,14 @@ later steps from the commit's trailers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pygit2
 
 from tilth.core.faults import checkpoint
-from tilth.git.commits import done_message, failed_message, worker_commits
-from tilth.git.gitops import commit_staged, ensure_head, soft_reset, stage_all
+from tilth.git.commits import done_message, failed_message
+from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
+                              soft_reset, stage_all)
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import LedgerEntry
@@ -26,6 +27,9 @@ document(
     {
         "head_repaired": "the worktree's HEAD no longer named the session branch and was pointed back "
                          "before staging; data: was (what HEAD said), branch",
+        "branch_repaired": "the session branch had been moved off tilth's last commit (not onto a descendant) "
+                           "and was set back before staging; the worktree's files are kept; data: was "
+                           "(the tip found, null if the branch was deleted), restored",
         "nested_repo_skipped": "data.paths: nested git repositories left out of the commit",
         "worker_commits_folded": "commits the agent made itself were soft-reset into the task's changes; "
                                  "data: shas, onto",
@@ -47,24 +51,30 @@ class Workspace:
     record: SessionRecord
     repo: pygit2.Repository
     events: EventLog
+    tip: str = field(default="")
+    """The branch commit tilth last wrote or adopted; set by recovery.reconcile at the start of a run."""
 
 
-def fold_worker_commits(ws: Workspace, task_id: str | None, iteration: int | None) -> None:
-    """Soft-reset commits an agent made itself, so their changes become part of the task's
-    one commit (and of the diff the evaluator sees)."""
-    made = worker_commits(ws.repo, ws.record.base_commit)
-    if made:
-        parent = ws.repo[made[-1]].parents
-        target = str(parent[0].id) if parent else ws.record.base_commit
-        soft_reset(ws.repo, target)
-        ws.events.emit("worker_commits_folded", task_id, iteration, shas=made, onto=target)
+def guard_branch(ws: Workspace, task_id: str | None, iteration: int | None) -> None:
+    """Before any stage or commit: HEAD names the session branch, and the branch is at tilth's
+    last commit. Agent commits on top are folded; any other move is undone, keeping the files."""
+    moved = ensure_head(ws.repo, ws.record.branch)
+    if moved is not None:
+        ws.events.emit("head_repaired", task_id, iteration, was=moved, branch=ws.record.branch)
+    tip = branch_tip(ws.repo, ws.record.branch)
+    if tip == ws.tip:
+        return
+    if tip is not None and descends_from(ws.repo, tip, ws.tip):
+        made = [str(c.id) for c in first_parent_chain(ws.repo, ws.tip)]
+        soft_reset(ws.repo, ws.tip)
+        ws.events.emit("worker_commits_folded", task_id, iteration, shas=made, onto=ws.tip)
+        return
+    move_branch(ws.repo, ws.record.branch, ws.tip)
+    ws.events.emit("branch_repaired", task_id, iteration, was=tip, restored=ws.tip)
 
 
 def stage(ws: Workspace, task: Task, iteration: int) -> None:
-    moved = ensure_head(ws.repo, ws.record.branch)
-    if moved is not None:
-        ws.events.emit("head_repaired", task.id, iteration, was=moved, branch=ws.record.branch)
-    fold_worker_commits(ws, task.id, iteration)
+    guard_branch(ws, task.id, iteration)
     nested = stage_all(ws.repo)
     if nested:
         ws.events.emit("nested_repo_skipped", task.id, iteration, paths=nested)
@@ -76,8 +86,11 @@ def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool 
     checkpoint("before_commit", task.id)
     if restage:
         stage(ws, task, accepted.iter)
+    else:
+        guard_branch(ws, task.id, accepted.iter)
     summary = accepted.case.summary if accepted.case else ""
-    sha = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, accepted.iter))
+    sha = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, accepted.iter), ws.tip)
+    ws.tip = sha
     ws.events.emit("commit", task.id, accepted.iter, sha=sha, iterations=accepted.iter)
     checkpoint("after_commit", task.id)
     set_status(ws.paths.prd, task.id, TaskStatus.done)
@@ -92,7 +105,8 @@ def commit_failed(ws: Workspace, task: Task, last: LedgerEntry) -> str:
     stage(ws, task, last.iter)
     reason = f"{EXHAUSTED} after {last.iter} attempts; last verdict {last.verdict.category or last.verdict.verdict}"
     message = failed_message(ws.record.id, task, reason, last.iter, last.verdict.concern)
-    sha = commit_staged(ws.repo, ws.record.branch, message)
+    sha = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
+    ws.tip = sha
     ws.events.emit("failed_commit", task.id, last.iter, sha=sha, reason=reason)
     checkpoint("after_failed_commit", task.id)
     set_status(ws.paths.prd, task.id, TaskStatus.failed)

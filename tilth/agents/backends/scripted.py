@@ -10,19 +10,19 @@ A step: {"write": {path: content}, "delete": [path], "run": [shell command],
          "notes": {name: text}, "case": {...} | null,
          "verdict": {"verdict": "accept"|"reject", ...}, "learnings": [text]}
 Iteration n uses step n (the last step repeats). `{task}` in paths and content is
-replaced by the task id. Commands run in the worktree with TILTH_TASK and TILTH_ITER set.
+replaced by the task id. Commands run in the worktree with TILTH_TASK and TILTH_ITER set,
+confined exactly like a model's `bash` calls (same sandbox, same stripped environment).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob
+from tilth.agents.tools.shell import agent_env, run_command
 from tilth.core.errors import BadInput
 from tilth.core.faults import checkpoint
 from tilth.store.events import document
@@ -95,11 +95,8 @@ class ScriptedWorker:
             _inside(job.worktree, fill(relative)).unlink(missing_ok=True)
         for name, text in step.notes.items():
             job.notes.write(fill(name), fill(text))
-        env = {**os.environ, "TILTH_TASK": job.task.id, "TILTH_ITER": str(job.iteration)}
-        exit_codes = [
-            subprocess.run(["bash", "-c", command], cwd=job.worktree, env=env, capture_output=True).returncode
-            for command in step.run
-        ]
+        env = {**agent_env(), "TILTH_TASK": job.task.id, "TILTH_ITER": str(job.iteration)}
+        exit_codes = [run_command(command, job.worktree, env=env, wrapper=job.sandbox).exit_code for command in step.run]
         job.events.emit(
             "scripted_step", job.task.id, job.iteration,
             written=sorted(step.write), deleted=step.delete, commands=step.run, exit_codes=exit_codes,
