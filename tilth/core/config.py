@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tilth.core.errors import BadInput
+from tilth.core.faults import PAUSE_ENV
 
 PRESETS = {
     "openai": "https://api.openai.com/v1",
@@ -228,4 +229,7 @@ def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
         else:
             shown = repr(value) if isinstance(value, list) else str(value)
         lines.append(f"{field} = {shown}  ({sources.get(field, 'default')})")
+    if os.environ.get(PAUSE_ENV):
+        lines.append(f"WARNING: {PAUSE_ENV}={os.environ[PAUSE_ENV]} is set (a test switch): a foreground run from "
+                     "this shell pauses at that point until signalled; the supervisor never passes it on")
     return lines

@@ -1,8 +1,10 @@
 """Named points in the write order where tests freeze a real run to kill -9 it.
 
 Set TILTH_TEST_PAUSE_AT=<point> (or <point>@<task id>): on reaching it the process prints
-`tilth: paused at <point> pid=<pid>` to stderr and waits for a signal forever. Unset
-(always, outside tests) a checkpoint costs one dict lookup.
+`tilth: paused at <point> pid=<pid>` to stderr and waits for a signal: SIGUSR1 continues the
+run, SIGTERM/SIGINT continue it to the next safe point where it stops (so `tilth stop` and
+Ctrl-C still work), SIGKILL is what the crash tests send. Unset (always, outside tests; the
+supervisor never passes it to a session) a checkpoint costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -21,11 +23,21 @@ POINTS = {
 }
 
 
+PAUSE_ENV = "TILTH_TEST_PAUSE_AT"
+
+
 def checkpoint(point: str, task_id: str) -> None:
-    wanted = os.environ.get("TILTH_TEST_PAUSE_AT")
+    wanted = os.environ.get(PAUSE_ENV)
     if wanted is None or wanted not in (point, f"{point}@{task_id}"):
         return
     assert point in POINTS, point
-    print(f"tilth: paused at {point} pid={os.getpid()}", file=sys.stderr, flush=True)
-    while True:
-        signal.pause()
+    # Blocked before the announcement, so a signal sent the moment it is read is not lost.
+    wanted = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        print(f"tilth: paused at {point} pid={os.getpid()}", file=sys.stderr, flush=True)
+        received = signal.sigwait(wanted)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
+    if received != signal.SIGUSR1:
+        signal.raise_signal(received)  # to the process's own handler: a stop at the next safe point

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from tilth.core.faults import PAUSE_ENV
 from tilth.store.home import SessionPaths
 
 RUN_LOG = "run.log"
@@ -30,7 +31,8 @@ class Child:
         self.killed = False
         """The supervisor SIGKILLed it (a second stop signal): it ends as stopped, not crashed."""
         argv = [sys.executable, "-m", "tilth", "run", paths.id, "--from-queue", *(["--resume"] if resume else [])]
-        env = {**os.environ, "TILTH_HOME": str(paths.home)}
+        # A test's pause point in the supervisor's environment must never freeze a user's session.
+        env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(paths.home)}
         with open(paths.dir / RUN_LOG, "ab") as log:
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          cwd=paths.home, env=env, start_new_session=True)

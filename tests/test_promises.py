@@ -1,0 +1,94 @@
+"""The promises made to someone who walks away, each tested so that removing the code that
+keeps it turns a test red: keys, the judged tree, the caps, the user's branch."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+
+import pytest
+
+from conftest import git, task, wait_for_pause
+from fake_openai import FakeOpenAI, fault, reply
+
+
+def call(tool: str, **args) -> tuple[str, str]:
+    return tool, json.dumps(args)
+
+
+SUBMIT = call("submit_case", summary="done", criteria=[{"criterion": "T-1 is done", "evidence": "x"}])
+
+
+def verdict(decision: str, concern: str = "") -> tuple[str, str]:
+    return call("submit_verdict", verdict=decision, category="none" if decision == "accept" else "acceptance_gap",
+                concern=concern, evidence=[], next_step="" if decision == "accept" else "fix it")
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+def test_keys_of_any_shape_never_reach_a_file_an_event_or_the_model(sandbox, server):
+    # Neither key looks like a known key format, so only registering them keeps them out.
+    worker_key, evaluator_key = f"wk{uuid.uuid4().hex}", f"ek{uuid.uuid4().hex}"
+    server.enqueue("worker",
+                   fault(400, {"error": {"message": f"invalid request for key {worker_key}", "type": "bad"}}))
+    server.enqueue("worker", reply(tool_calls=[SUBMIT]), reply(tool_calls=[SUBMIT]))
+    server.enqueue("evaluator", reply(tool_calls=[verdict("reject", f"your evaluator key is {evaluator_key}")]),
+                   reply(tool_calls=[verdict("accept")]))
+    env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": worker_key, "TILTH_WORKER_MODEL": "worker",
+           "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_EVALUATOR_BASE_URL": server.base_url,
+           "TILTH_EVALUATOR_API_KEY": evaluator_key, "TILTH_RETRY_BASE_DELAY": "0"}
+    prd = sandbox.write_json("prd.json", [task("T-1")])
+    first = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
+                          env=env)
+    assert first.returncode == 2 and "[redacted]" in first.stderr and worker_key not in first.stderr
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert worker_key not in resumed.stdout + resumed.stderr and evaluator_key not in resumed.stdout
+    redacted = 0
+    for path in sandbox.session_dir("s1").rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert worker_key not in text and evaluator_key not in text, path
+            redacted += "[redacted]" in text
+    assert redacted >= 2, "the provider error and the evaluator's concern were both written, redacted"
+    sent = {(r["body"] or {}).get("model"): r["headers"]["authorization"] for r in server.requests}
+    assert sent == {"worker": f"Bearer {worker_key}", "evaluator": f"Bearer {evaluator_key}"}
+    for request in server.requests:
+        body = json.dumps(request["body"])
+        assert worker_key not in body and evaluator_key not in body
+    assert "[redacted]" in json.dumps(server.requests[-2]["body"]), "the concern reached the worker, redacted"
+
+
+def test_the_commit_holds_exactly_the_tree_the_evaluator_judged(sandbox):
+    """The worktree changes after the accept verdict (the run is paused just before the commit)."""
+    scenario = {"tasks": {"T-1": [{"write": {"judged.txt": "judged\n"}}]}}
+    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(sandbox.write_json("p.json", [task("T-1")])),
+                         "--id", "s1", "--backend", "scripted", "--foreground", "--scenario",
+                         str(sandbox.write_json("sc.json", scenario)), env={"TILTH_TEST_PAUSE_AT": "before_commit"})
+    wait_for_pause(proc, "before_commit")
+    worktree = sandbox.worktree("s1")
+    (worktree / "judged.txt").write_text("changed after the verdict\n")
+    (worktree / "late.txt").write_text("late\n")
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert git(sandbox.repo, "show", "session/s1:judged.txt") == "judged\n"
+    assert "late.txt" not in git(sandbox.repo, "ls-tree", "--name-only", "session/s1")
+    diffs = [e["diff_summary"] for e in sandbox.ledger("s1", "T-1")]
+    assert diffs == ["1 files changed, +1 -0: judged.txt"]
+    assert sorted(git(worktree, "status", "--porcelain").splitlines()) == [" M judged.txt", "?? late.txt"]
+
+
+def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
+    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd",
+                         str(sandbox.write_json("p.json", [task("T-1"), task("T-2")])), "--id", "s1", "--backend",
+                         "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "after_status@T-1"})
+    wait_for_pause(proc, "after_status")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 3
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "pending"}
+    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
