@@ -92,3 +92,54 @@ def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
     assert proc.wait(timeout=60) == 3
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "pending"}
     assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
+
+
+def test_the_wall_clock_cap_stops_between_tasks_and_a_resume_finishes(sandbox):
+    # T-1's worker takes 1.5 s of real work; the run may take 1 s: T-1 ends, T-2 never starts.
+    scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}, "run": ["sleep 1.5"]}]}}
+    env = {"TILTH_MAX_WALL_CLOCK_S": "1"}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "max_wall_clock_s reached" in result.stdout + result.stderr
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "pending"}
+    capped = [e for e in sandbox.events("s1") if e["type"] == "cap_reached"]
+    assert capped[0]["data"]["cap"] == "max_wall_clock_s" and capped[0]["data"]["value"] >= 1
+    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+
+
+def test_no_path_touches_the_users_branch_or_working_tree(sandbox, tmp_path):
+    (sandbox.repo / "scratch.txt").write_text("the user's uncommitted work\n")
+    git(sandbox.repo, "add", "scratch.txt")
+    (sandbox.repo / "README.md").write_text("edited, not staged\n")
+    before = {"main": git(sandbox.repo, "rev-parse", "main"), "head": git(sandbox.repo, "symbolic-ref", "HEAD"),
+              "status": git(sandbox.repo, "status", "--porcelain"), "diff": git(sandbox.repo, "diff", "HEAD")}
+
+    def untouched(where: str) -> None:
+        now = {"main": git(sandbox.repo, "rev-parse", "main"), "head": git(sandbox.repo, "symbolic-ref", "HEAD"),
+               "status": git(sandbox.repo, "status", "--porcelain"), "diff": git(sandbox.repo, "diff", "HEAD")}
+        assert now == before, where
+
+    reject = {"verdict": "reject", "concern": "not yet"}
+    scenario = {"tasks": {"T-2": [{"write": {"two.txt": "2"}, "verdict": reject}, {"write": {"two.txt": "2!"}}]}}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
+    failed = sandbox.start("s1", [task("T-1"), task("T-2"), task("T-3")], scenario, "--base", "HEAD", env=env)
+    assert failed.returncode == 1
+    untouched("after a FAILED placeholder")
+    crashed = sandbox.spawn("resume", "s1", "--foreground", env={"TILTH_TEST_PAUSE_AT": "after_commit@T-2"})
+    wait_for_pause(crashed, "after_commit")
+    crashed.kill()
+    crashed.wait()
+    untouched("after kill -9 mid-resume")
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert resumed.returncode == 0 and [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2", "T-3"]
+    untouched("after resume")
+    remote = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(sandbox.repo, "remote", "add", "origin", str(remote))
+    git(sandbox.repo, "push", "-q", "origin", "session/s1")
+    git(remote, "branch", "-f", "main", "session/s1")  # merged upstream
+    assert sandbox.tilth("cleanse", "s1").returncode == 0
+    untouched("after cleanse")
