@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench clean llama
+.PHONY: test demo bench soak clean llama
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The random kill -9 test, long: 200 sessions killed at random instants (about 10 minutes).
+soak: $(STAMP)
+	TILTH_KILL_TRIALS=$${TILTH_KILL_TRIALS:-200} $(BIN)/python -m pytest -q tests/test_random_kills.py
 
 clean:
 	rm -rf $(VENV) .demo

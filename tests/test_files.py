@@ -95,3 +95,38 @@ def test_demo_runs_end_to_end_and_says_it_is_scripted(tmp_path):
     assert "using the SCRIPTED backend" in result.stdout
     assert result.stdout.count("[Tilth-Session=demo") == 3
     assert "W-2.jsonl: 2 entries" in result.stdout
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from tilth.store.jsonio import write_json
+path = Path(sys.argv[1])
+n = 0
+while True:
+    n += 1
+    write_json(path, {"n": n, "pad": "x" * 300_000})
+    if n == 1:
+        print("ready", flush=True)
+"""
+
+
+def test_kill_9_in_the_middle_of_atomic_writes_leaves_the_old_or_the_new_file(tmp_path):
+    import random
+    import signal
+
+    rng = random.Random(1123)
+    path = tmp_path / "state.json"
+    seen = set()
+    for trial in range(20):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+        assert writer.stdout.readline() == "ready\n"
+        try:
+            writer.wait(timeout=rng.uniform(0, 0.05))  # the kill lands at a random instant of the loop
+        except subprocess.TimeoutExpired:
+            writer.send_signal(signal.SIGKILL)
+            writer.wait()
+        state = json.loads(path.read_bytes())  # never torn, never empty
+        assert len(state["pad"]) == 300_000, f"trial {trial}"
+        seen.add(state["n"])
+    assert len(seen) > 1, "the writes really were interrupted at different points"

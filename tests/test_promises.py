@@ -143,3 +143,23 @@ def test_no_path_touches_the_users_branch_or_working_tree(sandbox, tmp_path):
     git(remote, "branch", "-f", "main", "session/s1")  # merged upstream
     assert sandbox.tilth("cleanse", "s1").returncode == 0
     untouched("after cleanse")
+
+
+def test_git_locks_left_by_a_killed_writer_are_cleared_on_resume(sandbox):
+    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd",
+                         str(sandbox.write_json("p.json", [task("T-1"), task("T-2")])), "--id", "s1", "--backend",
+                         "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "worker@T-2"})
+    wait_for_pause(proc, "worker")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # What a writer killed mid-update leaves behind: the worktree's index lock and the branch's ref lock.
+    own_git_dir = sandbox.repo / ".git" / "worktrees" / "tilth-s1"
+    locks = [own_git_dir / "index.lock", sandbox.repo / ".git" / "refs" / "heads" / "session" / "s1.lock"]
+    for lock in locks:
+        lock.write_text("")
+    resumed = sandbox.tilth("resume", "s1", "--foreground")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+    removed = [e["data"]["paths"] for e in sandbox.events("s1") if e["type"] == "stale_git_locks_removed"]
+    assert removed and sorted(removed[0]) == sorted(str(p) for p in locks)
+    assert not [p for p in locks if p.exists()]

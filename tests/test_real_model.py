@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import task
+from conftest import git, task
 from llama_server import llama_server  # noqa: F401  (fixture)
 
 
@@ -33,9 +33,15 @@ def test_one_task_session_against_a_real_model(sandbox, llama_server):  # noqa: 
     events = sandbox.events("s1")
     tool_calls = [e["data"] for e in events if e["type"] == "tool_call"]
     assert tool_calls and tool_calls[0]["name"] == "write_file", "the forced tool call was parsed and executed"
+    first = tool_calls[0]
+    if first["ok"] and len(first["args"]) < 500:  # not truncated in the event: its effect must be on the branch
+        written = json.loads(first["args"])
+        assert git(sandbox.repo, "show", f"session/s1:{written['path']}") == written["content"]
     assert [e["data"]["role"] for e in events if e["type"] == "model_call"][:1] == ["worker"]
     entries = sandbox.ledger("s1", "T-1")
     assert len(entries) == 1 and entries[0]["verdict"]["verdict"] in ("accept", "reject")
+    if entries[0]["case"] is not None:
+        assert "evaluator" in [e["data"]["role"] for e in events if e["type"] == "model_call"], "an independent judge"
 
     commits = sandbox.commits("s1")
     assert len(commits) == 1 and commits[0]["task"] == "T-1"
