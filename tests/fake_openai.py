@@ -43,9 +43,11 @@ class Response:
 
 
 def reply(content: str | None = None, tool_calls: list[tuple[str, str]] | None = None,
-          finish_reason: str | None = None, usage: dict | None = None, cost: float | None = None) -> Response:
-    usage = dict(DEFAULT_USAGE if usage is None else usage)
-    if cost is not None:
+          finish_reason: str | None = None, usage: dict | None = None, cost: object = None,
+          null_usage: bool = False) -> Response:
+    """`usage` defaults to DEFAULT_USAGE; `null_usage=True` sends `"usage": null` instead."""
+    usage = None if null_usage else dict(DEFAULT_USAGE if usage is None else usage)
+    if cost is not None and usage is not None:
         usage["cost"] = cost  # OpenRouter reports spend as an extra usage field
     return Response("reply", content=content, tool_calls=tuple(tool_calls or ()), usage=usage,
                     finish_reason=finish_reason or ("tool_calls" if tool_calls else "stop"))

@@ -3,14 +3,43 @@
 Totals are rebuilt from events.jsonl when a run starts (so spend is bounded across resumes)
 and kept incrementally after that. Caps are checked between iterations and between tasks;
 a tripped cap stops the session cleanly with state `stopped`, resumable once raised.
+
+A provider's usage report is not trusted blindly (`Usage`, a pydantic model):
+
+- A token count must be a non-negative integer; an integral float (`12.0`) is accepted.
+  A negative number, a fraction, NaN/inf, a bool, a string, a dict or null is unusable: the
+  count is dropped (None), never counted as a number, and named in `problems`
+  (`prompt_tokens=-5 is negative`, `prompt_tokens='12' is not a number`). A missing or null
+  `usage` is `usage missing`; a missing prompt or completion count is `<name> missing`.
+- Usage is *known* only when prompt and completion counts are both usable. A missing or
+  unusable total is then their sum; a usable total below their sum is a problem and the sum
+  is counted. A usable total without usable parts is kept, but the usage stays unknown.
+- Tokens counted for a call are the larger of its usable total and the sum of its usable
+  parts: a lower bound when the usage is unknown, never less than what was validly reported.
+- A provider-reported `cost` (OpenRouter's extra usage field) must be a finite number >= 0;
+  anything else is dropped and named (`cost=-5.0 is negative`), and the price table is used
+  as if no cost had been reported. A bad cost alone does not make the token usage unknown.
+- Cost: the provider's figure if usable; else the price table when both counts are known;
+  else (unknown usage, a price set) a floor: the usable counts at their prices plus the rest
+  of a usable total at the cheaper missing rate, with `cost_source` `unknown`. No price set:
+  0 with `cost_source` `unknown`. So an unusable value can only leave spend too low by the
+  part nobody reported, never lower it below what was validly reported.
+
+The `model_call` event says all this (`usage_known`, `usage_problem`, `cost_source`), and
+`Meter.from_events` re-reads events the same way, old ones and damaged ones included.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ModelWrapValidatorHandler, \
+    TypeAdapter, ValidationError, model_validator
 
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
@@ -19,62 +48,194 @@ from tilth.store.events import EventLog, document
 document(
     {
         "model_call": "one completed model request; data: role, model, prompt_tokens, completion_tokens, "
-                      "total_tokens, latency_ms, cost_usd, cost_source (provider|price_table|unknown), finish_reason",
+                      "total_tokens (each a count, or null when the provider's figure was missing or unusable), "
+                      "usage_known (false when the prompt or completion count was missing or unusable: the "
+                      "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
+                      "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
+                      "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; with unknown "
+                      "usage and a price set, cost_usd is a floor priced from the usable counts), finish_reason",
         "cap_reached": "a spend, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
     }
 )
+
+COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 class CapReached(StopRequested):
     """A configured cap tripped; the session stops as it would on SIGTERM."""
 
 
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
+def _integral_float(value: Any) -> Any:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def call_cost(settings: Settings, model: str, usage: Usage, reported: float | None) -> tuple[float, str]:
-    if reported is not None:
-        return float(reported), "provider"
+TokenCount = Annotated[int, BeforeValidator(_integral_float), Field(strict=True, ge=0)]
+Dollars = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+_DOLLARS = TypeAdapter(Dollars)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _reason(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not a number"
+    if value < 0:
+        return "is negative"
+    if not math.isfinite(value):
+        return "is not finite"
+    if isinstance(value, float):
+        return "is not a whole number"
+    return "is not a number"
+
+
+class Usage(BaseModel):
+    """One call's usage as far as the provider's report can be trusted: whatever does not
+    validate is None here and named in `problems` (counts) or `cost_problem`. Validating a
+    provider's report never raises."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: TokenCount | None = None
+    completion_tokens: TokenCount | None = None
+    total_tokens: TokenCount | None = None
+    cost: Dollars | None = None
+    """USD the provider reported for the call, if it did (OpenRouter's `usage.cost`)."""
+    problems: tuple[str, ...] = ()
+    cost_problem: str | None = None
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _distrust(cls, data: Any, handler: ModelWrapValidatorHandler[Usage]) -> Usage:
+        if isinstance(data, Usage):
+            return data
+        if not isinstance(data, Mapping):
+            problem = "usage missing" if data is None else f"usage={_show(data)} is not an object"
+            return handler({"problems": (problem,)})
+        given = {k: data[k] for k in (*COUNTS, "cost") if data.get(k) is not None}
+        dropped: dict[str, str] = {}
+        try:
+            trial = handler(given)
+        except ValidationError as exc:
+            bad = {error["loc"][0] for error in exc.errors() if error["loc"] and error["loc"][0] in given}
+            dropped = {name: f"{name}={_show(given[name])} {_reason(given.pop(name))}" for name in sorted(bad)}
+            trial = handler(given)
+        prompt, completion, total = (getattr(trial, name) for name in COUNTS)
+        problems = [dropped.get(name) or f"{name} missing" for name in COUNTS[:2] if getattr(trial, name) is None]
+        if "total_tokens" in dropped:
+            problems.append(dropped["total_tokens"])
+        if prompt is not None and completion is not None:
+            if total is not None and total < prompt + completion:
+                problems.append(f"total_tokens={total} is less than prompt+completion={prompt + completion}")
+                total = None
+            if total is None:
+                total = prompt + completion
+        return handler({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total,
+                        "cost": trial.cost, "problems": tuple(problems), "cost_problem": dropped.get("cost")})
+
+    @property
+    def known(self) -> bool:
+        """Prompt and completion counts are both usable (so the total is too)."""
+        return self.prompt_tokens is not None and self.completion_tokens is not None
+
+    @property
+    def tokens(self) -> int:
+        """Tokens to count: exact when known, otherwise a lower bound."""
+        return max(self.total_tokens or 0, (self.prompt_tokens or 0) + (self.completion_tokens or 0))
+
+    @property
+    def problem(self) -> str | None:
+        parts = [*self.problems, *([self.cost_problem] if self.cost_problem else [])]
+        return "; ".join(parts) or None
+
+
+def call_cost(settings: Settings, model: str, usage: Usage) -> tuple[float, str]:
+    """(USD, cost_source); see the module docstring for the floor used when usage is unknown."""
+    if usage.cost is not None:
+        return usage.cost, "provider"
     price = settings.prices.get(model)
     if price is None:
         return 0.0, "unknown"
-    return (usage.prompt_tokens * price.prompt + usage.completion_tokens * price.completion) / 1_000_000, "price_table"
+    prompt, completion = usage.prompt_tokens, usage.completion_tokens
+    priced = (prompt or 0) * price.prompt + (completion or 0) * price.completion
+    if usage.known:
+        return priced / 1_000_000, "price_table"
+    rest = max(0, (usage.total_tokens or 0) - (prompt or 0) - (completion or 0))
+    cheapest = min(rate for rate, n in ((price.prompt, prompt), (price.completion, completion)) if n is None)
+    return (priced + rest * cheapest) / 1_000_000, "unknown"
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What one `model_call` event adds to the totals."""
+
+    tokens: int
+    cost_usd: float
+    usage_known: bool
+    cost_known: bool
+
+    @classmethod
+    def from_event(cls, data: Mapping[str, Any]) -> Counted:
+        """Read as leniently as a provider's report: events from before `usage_known` existed,
+        null or negative counts, and a missing or negative cost neither crash nor lower spend."""
+        usage = Usage.model_validate({k: data.get(k) for k in COUNTS})
+        known = data.get("usage_known")
+        try:
+            cost = _DOLLARS.validate_python(data.get("cost_usd"))
+        except ValidationError:
+            cost = None
+        return cls(tokens=usage.tokens, cost_usd=cost or 0.0,
+                   usage_known=known if isinstance(known, bool) else usage.known,
+                   cost_known=cost is not None and data.get("cost_source") in ("provider", "price_table"))
 
 
 @dataclass
 class Meter:
-    """Running totals for one session."""
+    """Running totals for one session (or, in views, for any subset of its calls)."""
 
     cost_usd: float = 0.0
     tokens: int = 0
     calls: int = 0
     evaluator_calls: Counter = field(default_factory=Counter)
+    unknown_usage_calls: int = 0
+    """Calls whose token counts were missing or unusable: `tokens` is a lower bound."""
+    unknown_cost_calls: int = 0
+    """Of those, the ones with no cost from the provider or price table: `cost_usd` is a lower bound."""
+    unpriced_calls: int = 0
+    """Calls with known usage but no provider cost and no price-table entry."""
+
+    @property
+    def cost_is_lower_bound(self) -> bool:
+        return self.unknown_cost_calls > 0
 
     @classmethod
-    def from_events(cls, events: list[dict[str, Any]]) -> "Meter":
+    def from_events(cls, events: list[dict[str, Any]]) -> Meter:
         meter = cls()
         for event in events:
-            if event["type"] == "model_call":
-                meter.add(event["data"]["role"], event["task"], event["data"]["total_tokens"], event["data"]["cost_usd"])
+            if event.get("type") == "model_call":
+                data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
+                meter.add(str(data.get("role") or ""), event.get("task"), Counted.from_event(data))
         return meter
 
-    def add(self, role: str, task_id: str | None, tokens: int, cost: float) -> None:
+    def add(self, role: str, task_id: str | None, counted: Counted) -> None:
         self.calls += 1
-        self.tokens += tokens
-        self.cost_usd += cost
+        self.tokens += counted.tokens
+        self.cost_usd += counted.cost_usd
+        self.unknown_usage_calls += not counted.usage_known
+        self.unknown_cost_calls += not counted.usage_known and not counted.cost_known
+        self.unpriced_calls += counted.usage_known and not counted.cost_known
         if role == "evaluator" and task_id:
             self.evaluator_calls[task_id] += 1
 
     def record(self, events: EventLog, role: str, model: str, task_id: str, iteration: int, usage: Usage,
                cost: float, cost_source: str, latency_ms: int, finish_reason: str | None) -> None:
-        self.add(role, task_id, usage.total_tokens, cost)
+        self.add(role, task_id, Counted(usage.tokens, cost, usage.known, cost_source != "unknown"))
         events.emit("model_call", task_id, iteration, role=role, model=model, prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens,
-                    latency_ms=latency_ms, cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
+                    usage_known=usage.known, usage_problem=usage.problem, latency_ms=latency_ms,
+                    cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
 
 
 class Caps:

@@ -17,7 +17,7 @@ from tilth.git import gitcli
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.store.session import SessionRecord
-from tilth.views.tally import SessionTally, money, resume_command, tally
+from tilth.views.tally import SessionTally, money, resume_command, tally, token_count
 
 PR_BODY = "pr.md"
 DEFAULT_BASE = "main"
@@ -151,7 +151,8 @@ def pr_body(t: SessionTally) -> str:
     lines.append("")
     unpriced = f" ({_plural(t.unpriced_calls, 'model call')} without a price)" if t.unpriced_calls else ""
     lines.append(f"**Totals:** {t.done}/{len(t.tasks)} tasks done, {t.failed} failed; "
-                 f"{_plural(t.iterations, 'iteration')}; {t.tokens:,} tokens; {money(t.cost_usd)}{unpriced}.")
+                 f"{_plural(t.iterations, 'iteration')}; {token_count(t.tokens, t.unknown_usage_calls, ' tokens')}; "
+                 f"{money(t.cost_usd, t.cost_is_lower_bound)}{unpriced}.")
     return "\n".join(lines) + "\n"
 
 

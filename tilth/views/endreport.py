@@ -7,7 +7,7 @@ from datetime import datetime
 
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
-from tilth.views.tally import duration, money, resume_command, tally
+from tilth.views.tally import duration, money, resume_command, tally, token_count
 
 REPORT = "report.md"
 
@@ -23,8 +23,8 @@ def build_report(paths: SessionPaths, now: datetime | None = None) -> str:
     lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
     lines += [
         f"Iterations: {t.iterations}",
-        f"Tokens:     {t.tokens:,}",
-        f"Cost:       {money(t.cost_usd)}{unpriced}",
+        f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",
+        f"Cost:       {money(t.cost_usd, t.cost_is_lower_bound)}{unpriced}",
         f"Wall time:  {duration(t.wall_seconds)}",
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",
         f"Next: tilth pr {t.id}" if t.all_done else f"Next: {resume_command(t.id)}",

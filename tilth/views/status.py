@@ -1,8 +1,9 @@
 """`tilth status`: what each session is doing, read from its files (never from a process).
 
 Progress comes from prd.json; the current task, iteration, elapsed time, tokens and cost
-from events.jsonl; liveness from the session lock (a session marked running whose lock
-nobody holds was killed, and shows as crashed).
+from events.jsonl (lower bounds, marked `+` and `≥`, when some calls' usage was unknown);
+liveness from the session lock (a session marked running whose lock nobody holds was killed,
+and shows as crashed).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tilth.store.jsonio import read_jsonl
 from tilth.store.lock import is_locked, read_holder
 from tilth.store.prd import TaskStatus, load_plan
 from tilth.store.session import SessionRecord, SessionState, effective_state, load_session
+from tilth.views.tally import money, token_count
 
 
 def _when(ts: str) -> datetime:
@@ -49,7 +51,8 @@ def activity(events: list[dict[str, Any]], live: bool) -> dict[str, Any]:
         elapsed += max(0.0, (end - opened).total_seconds())
     meter = Meter.from_events(events)
     return {"current_task": task, "iteration": iteration, "elapsed_s": round(elapsed, 1),
-            "tokens": meter.tokens, "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.calls}
+            "tokens": meter.tokens, "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.calls,
+            "unknown_usage_calls": meter.unknown_usage_calls, "cost_is_lower_bound": meter.cost_is_lower_bound}
 
 
 def session_summary(paths: SessionPaths) -> dict[str, Any]:
@@ -110,11 +113,24 @@ COLUMNS = ("SESSION", "STATE", "DONE", "CURRENT", "ELAPSED", "TOKENS", "COST", "
 
 def rows(summaries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     return [(s["id"], _state(s), _progress(s), _current(s), _duration(s.get("elapsed_s", 0)),
-             f"{s.get('tokens', 0):,}", f"${s.get('cost_usd', 0):.2f}", s["branch"]) for s in summaries]
+             f"{s.get('tokens', 0):,}{'+' if s.get('unknown_usage_calls') else ''}",
+             money(s.get("cost_usd", 0), s.get("cost_is_lower_bound", False), places=2), s["branch"])
+            for s in summaries]
+
+
+def _with_legend(summaries: list[dict[str, Any]], footer: str) -> str:
+    """The table's `+` / `≥` markers explained once, below it, when any row has them."""
+    unknown = sum(s.get("unknown_usage_calls") or 0 for s in summaries)
+    if not unknown:
+        return footer
+    legend = (f"+ / ≥: {unknown} model call{'' if unknown == 1 else 's'} with unknown usage; "
+              "those totals are lower bounds (`tilth status <id>` for details)")
+    return "\n".join(line for line in (legend, footer) if line)
 
 
 def render_table(summaries: list[dict[str, Any]], footer: str = "") -> str:
     """Plain aligned columns, for pipes and scripts that read text."""
+    footer = _with_legend(summaries, footer)
     if not summaries:
         return "no sessions; create one with `tilth start`" + (f"\n{footer}" if footer else "")
     table = [COLUMNS, *rows(summaries)]
@@ -133,6 +149,7 @@ def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
     from rich.table import Table
 
     console = Console()
+    footer = _with_legend(summaries, footer)
     if not summaries:
         console.print(render_table(summaries, footer), markup=False, highlight=False)
         return
@@ -164,8 +181,9 @@ def render_one(summary: dict[str, Any]) -> str:
         f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),
         f"sandbox  {_sandbox(summary.get('sandbox'))}",
         f"current  {_current(summary)}" + (f" (pid {summary['pid']})" if summary.get("pid") else ""),
-        f"elapsed  {_duration(summary.get('elapsed_s', 0))}, {summary.get('tokens', 0):,} tokens, "
-        f"${summary.get('cost_usd', 0):.4f}",
+        f"elapsed  {_duration(summary.get('elapsed_s', 0))}, "
+        f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
+        f"{money(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False))}",
     ]
     lines += [f"  {t['status']:<11} {t['id']}: {t['title']}" for t in summary["tasks"]]
     return "\n".join(lines)

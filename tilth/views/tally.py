@@ -2,8 +2,10 @@
 end-of-session report.
 
 Outcomes come from the branch first (git is the source of truth), then prd.json;
-iterations and the last verdict from the ledger; tokens and cost from `model_call` events;
-a failure's reason from the FAILED placeholder's `Tilth-Reason`, else its progress line.
+iterations and the last verdict from the ledger; tokens and cost from `model_call` events,
+read by `accounting.Meter` (calls with unknown usage make both totals lower bounds, shown as
+`1,234+ (3 calls with unknown usage)` and `≥ $0.0123`); a failure's reason from the FAILED
+placeholder's `Tilth-Reason`, else its progress line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import pygit2
 
+from tilth.agents.accounting import Meter
 from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits
@@ -54,8 +57,12 @@ class SessionTally:
     tokens: int
     cost_usd: float
     unpriced_calls: int
-    """Model calls whose cost was unknown (no provider figure, no price-table entry)."""
+    """Model calls with known usage whose cost was unknown (no provider figure, no price-table entry)."""
     wall_seconds: float | None
+    unknown_usage_calls: int = 0
+    """Model calls whose token counts were missing or unusable: `tokens` is a lower bound."""
+    cost_is_lower_bound: bool = False
+    """Some of those calls had no cost from the provider or the price table either."""
 
     @property
     def done(self) -> int:
@@ -131,27 +138,34 @@ def tally(paths: SessionPaths, now: datetime | None = None) -> SessionTally:
         iterations, verdict = _verdict_text(paths, task_id)
         if commit:
             iterations = max(iterations, commit.iterations)
-        mine = [e["data"] for e in calls if e.get("task") == task_id]
+        mine = Meter.from_events([e for e in calls if e.get("task") == task_id])
         reason = ""
         if outcome == "failed":
             reason = (commit.reason if commit else "") or reasons.get(task_id) or "(no reason recorded)"
         tasks.append(TaskTally(
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
-            tokens=sum(int(d.get("total_tokens") or 0) for d in mine),
-            cost_usd=sum(float(d.get("cost_usd") or 0) for d in mine), reason=reason,
+            tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason,
         ))
+    total = Meter.from_events(calls)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,
-        head_commit=head, tasks=tasks,
-        tokens=sum(int(e["data"].get("total_tokens") or 0) for e in calls),
-        cost_usd=sum(float(e["data"].get("cost_usd") or 0) for e in calls),
-        unpriced_calls=sum(e["data"].get("cost_source") == "unknown" for e in calls),
-        wall_seconds=wall_seconds(events, now or utc_now()),
+        head_commit=head, tasks=tasks, tokens=total.tokens, cost_usd=total.cost_usd,
+        unpriced_calls=total.unpriced_calls, wall_seconds=wall_seconds(events, now or utc_now()),
+        unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
     )
 
 
-def money(usd: float) -> str:
-    return f"${usd:.4f}"
+def money(usd: float, lower_bound: bool = False, places: int = 4) -> str:
+    """`$0.0123`, or `≥ $0.0123` when some calls' cost could not be known."""
+    return f"{'≥ ' if lower_bound else ''}${usd:.{places}f}"
+
+
+def token_count(tokens: int, unknown_usage_calls: int, unit: str = "") -> str:
+    """`1,234`, or `1,234+ (3 calls with unknown usage)` when some calls' counts were missing or unusable."""
+    if not unknown_usage_calls:
+        return f"{tokens:,}{unit}"
+    calls = "call" if unknown_usage_calls == 1 else "calls"
+    return f"{tokens:,}+{unit} ({unknown_usage_calls} {calls} with unknown usage)"
 
 
 def duration(seconds: float | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +111,7 @@ class ChatClient:
             started = time.monotonic()
             retry_after = None
             try:
-                reply, usage, reported_cost = self._request(messages, tools, tool_choice)
+                reply, usage = self._request(messages, tools, tool_choice)
                 outcome, status, retryable = ("ok", 200, False) if reply else ("empty_reply", 200, True)
             except self._errors as exc:
                 outcome, status, retryable = _classify(exc)
@@ -123,7 +124,7 @@ class ChatClient:
                              attempt=attempt, outcome=outcome, status=status, wait_s=round(wait, 3))
             if outcome == "ok":
                 latency = int((time.monotonic() - started) * 1000)
-                cost, source = call_cost(s, self.model, usage, reported_cost)
+                cost, source = call_cost(s, self.model, usage)
                 self.meter.record(self.events, self.role, self.model, task_id, iteration, usage, cost, source,
                                   latency, reply.finish_reason)
                 return reply
@@ -137,7 +138,7 @@ class ChatClient:
         raise AssertionError("unreachable")
 
     def _request(self, messages: list[dict], tools: list[dict],
-                 tool_choice: str) -> tuple[ModelReply | None, Usage, float | None]:
+                 tool_choice: str) -> tuple[ModelReply | None, Usage]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:
             kwargs["tools"] = tools
@@ -149,23 +150,23 @@ class ChatClient:
         if self.settings.stream:
             return self._streamed(kwargs)
         response = self.client.chat.completions.create(**kwargs)
-        usage, cost = _usage(getattr(response, "usage", None))
+        usage = _usage(getattr(response, "usage", None))
         choices = getattr(response, "choices", None)
         if not choices or choices[0].message is None:
-            return None, usage, cost
+            return None, usage
         message = choices[0].message
         calls = [ToolCall(c.id or f"call_{i}", c.function.name, c.function.arguments or "")
                  for i, c in enumerate(message.tool_calls or []) if getattr(c, "function", None)]
-        return ModelReply(message.content, calls, choices[0].finish_reason), usage, cost
+        return ModelReply(message.content, calls, choices[0].finish_reason), usage
 
-    def _streamed(self, kwargs: dict[str, Any]) -> tuple[ModelReply | None, Usage, float | None]:
+    def _streamed(self, kwargs: dict[str, Any]) -> tuple[ModelReply | None, Usage]:
         stream = self.client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
         content: list[str] = []
         calls: dict[int, ToolCall] = {}
-        finish, usage, cost, saw_choice = None, Usage(), None, False
+        finish, usage, saw_choice = None, _usage(None), False
         for chunk in stream:
             if chunk.usage is not None:
-                usage, cost = _usage(chunk.usage)
+                usage = _usage(chunk.usage)
             for choice in chunk.choices or []:
                 saw_choice = True
                 delta = choice.delta
@@ -179,14 +180,13 @@ class ChatClient:
                         call.arguments += part.function.arguments or ""
                 finish = choice.finish_reason or finish
         if not saw_choice or finish is None:
-            return None, usage, cost
-        return ModelReply("".join(content) or None, [calls[i] for i in sorted(calls)], finish), usage, cost
+            return None, usage
+        return ModelReply("".join(content) or None, [calls[i] for i in sorted(calls)], finish), usage
 
 
-def _usage(raw: Any) -> tuple[Usage, float | None]:
-    if raw is None:
-        return Usage(), None
-    usage = Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, raw.total_tokens or 0)
-    extra = getattr(raw, "model_extra", None) or {}
-    cost = extra.get("cost", getattr(raw, "cost", None))
-    return usage, float(cost) if isinstance(cost, (int, float)) else None
+def _usage(raw: Any) -> Usage:
+    """The SDK keeps whatever the provider sent (a string count, a dict, a negative number, null)
+    and OpenRouter's `cost` as an extra field; `Usage` decides what of it to trust."""
+    if raw is not None and not isinstance(raw, Mapping) and hasattr(raw, "__dict__"):
+        raw = {**vars(raw), **(getattr(raw, "model_extra", None) or {})}
+    return Usage.model_validate(raw)
