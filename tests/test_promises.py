@@ -45,7 +45,7 @@ def test_keys_of_any_shape_never_reach_a_file_an_event_or_the_model(sandbox, ser
     prd = sandbox.write_json("prd.json", [task("T-1")])
     first = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
                           env=env)
-    assert first.returncode == 2 and "[redacted]" in first.stderr and worker_key not in first.stderr
+    assert first.returncode == 3 and "[redacted]" in first.stderr and worker_key not in first.stderr
     resumed = sandbox.tilth("resume", "s1", "--foreground", env=env)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert worker_key not in resumed.stdout + resumed.stderr and evaluator_key not in resumed.stdout

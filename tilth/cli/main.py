@@ -14,11 +14,15 @@ import orjson
 
 from tilth.cli.cmd_memory import register as register_memory
 from tilth.core.config import Settings, describe, load_settings, load_settings_with_sources
-from tilth.core.errors import BadInput, TilthError
+from tilth.core.diskspace import is_disk_full, no_space
+from tilth.core.errors import BadInput, DiskFull, TilthError
+from tilth.git.gitops import GitError
+from tilth.git.integrity import git_failure
 from tilth.run.create import create_session
 from tilth.run.loop import run_session
 from tilth.run.stopflag import StopFlag
 from tilth.store.home import session_paths, tilth_home
+from tilth.store.redaction import redact_text
 from tilth.store.session import BackendChoice, SessionState, find_session, load_session, refuse_archived
 from tilth.views.report import print_event
 from tilth.views.status import all_summaries, render_one, render_table, session_summary
@@ -60,7 +64,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
     paths = create_session(Path(args.repo).expanduser(), Path(args.prd).expanduser(), args.id, args.base,
-                           backend_choice(args, settings), settings, args.check)
+                           backend_choice(args, settings), settings, args.check, notify=say)
     if args.foreground:
         return run_foreground(paths.id, resume=False)
     return hand_over(paths, "start", resume=False, start_at=start_at)
@@ -167,10 +171,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def say(line: str) -> None:
+    print(f"tilth: {redact_text(line)}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
     except TilthError as exc:
-        print(f"tilth: {exc}", file=sys.stderr)
+        say(str(exc))
         return exc.exit_code
+    except GitError as exc:
+        failure = git_failure(exc, "the repository", "run the command again")
+        say(str(failure))
+        return failure.exit_code
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        say(f"{no_space(exc)} and run the command again")
+        return DiskFull.exit_code

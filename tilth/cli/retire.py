@@ -69,6 +69,7 @@ def cleanse(paths: SessionPaths) -> str:
                            f"`tilth resume {paths.id}` to finish it or `tilth reset {paths.id}` to discard it")
         _remove_git(record, paths.id)
         set_state(paths, SessionState.archived)
+        paths.reserve.unlink(missing_ok=True)  # an archived session never runs again
     where = f"{tip[:7]} is on {holders[0]}" if tip else "the branch was already gone"
     return f"archived session {paths.id}: removed its worktree and {record.branch} ({where}); record kept in {paths.dir}"
 

@@ -23,6 +23,13 @@ class PlanChanged(TilthError):
     """prd.json became unreadable or invalid while the session was running."""
 
 
+class DiskFull(TilthError):
+    """A write failed for lack of space (ENOSPC) or quota (EDQUOT); the session, if any, is
+    stopped and resumable once space is freed."""
+
+    exit_code = 3
+
+
 class ToolError(Exception):
     """A refused or failed tool call; the message is shown to the model as is."""
 

@@ -1,10 +1,11 @@
 """Named points in the write order where tests freeze a real run to kill -9 it.
 
-Set TILTH_TEST_PAUSE_AT=<point> (or <point>@<task id>): on reaching it the process prints
-`tilth: paused at <point> pid=<pid>` to stderr and waits for a signal: SIGUSR1 continues the
-run, SIGTERM/SIGINT continue it to the next safe point where it stops (so `tilth stop` and
-Ctrl-C still work), SIGKILL is what the crash tests send. Unset (always, outside tests; the
-supervisor never passes it to a session) a checkpoint costs one dict lookup.
+Set TILTH_TEST_PAUSE_AT=<point> (or <point>@<task id>; <point>@<session id> for the creation
+points): on reaching it the process prints `tilth: paused at <point> pid=<pid>` to stderr
+and waits for a signal: SIGUSR1 continues the run, SIGTERM/SIGINT continue it to the next
+safe point where it stops (so `tilth stop` and Ctrl-C still work), SIGKILL is what the crash
+tests send. Unset (always, outside tests; the supervisor never passes it to a session) a
+checkpoint costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ POINTS = {
     "after_status": "prd.json says done; the progress line is not written",
     "before_failed_commit": "the last attempt was rejected; the FAILED placeholder is not made",
     "after_failed_commit": "the FAILED placeholder exists; prd.json still says in_progress",
+    "after_worktree": "`tilth start`: branch and worktree exist; the staging dir holds only the creation record",
+    "before_session_dir": "`tilth start`: the staging dir is complete (session.json too) but not renamed into place",
 }
 
 

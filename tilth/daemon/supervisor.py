@@ -24,8 +24,8 @@ from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, describe_exit
 from tilth.daemon.control import DaemonLock
 from tilth.daemon.watcher import Watcher
+from tilth.store.events import read_events
 from tilth.store.home import all_session_ids, session_paths
-from tilth.store.jsonio import read_jsonl
 from tilth.store.lock import is_locked
 from tilth.store.prd import TaskStatus, load_plan
 from tilth.store.session import SessionState, load_session
@@ -208,7 +208,7 @@ class Supervisor:
 
 def _began(paths) -> bool:
     """The runner got as far as `session_started` after the supervisor launched it."""
-    for event in reversed(read_jsonl(paths.events)):
+    for event in reversed(read_events(paths.events)):
         if event.get("type") in ("session_started", "session_launched"):
             return event["type"] == "session_started"
     return False

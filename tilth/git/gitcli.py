@@ -14,7 +14,7 @@ from tilth.core.errors import BadInput, TilthError
 
 
 class GitFailed(TilthError):
-    """A git (or gh) command failed; the message carries its most telling stderr line."""
+    """A git (or gh) command or a libgit2 call failed; the message carries its most telling line."""
 
 
 def telling_line(stderr: str) -> str:
@@ -43,8 +43,18 @@ def require_repo(repo: str | Path) -> Path:
 
 
 def branch_tip(repo: str | Path, branch: str) -> str | None:
+    """The branch's tip commit, None when there is no such branch; a tip that is there but
+    cannot be read (a damaged object) is an error naming it, not a missing branch."""
     proc = run(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False)
-    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+    if proc.returncode == 0 and proc.stdout.strip():
+        return proc.stdout.strip()
+    ref = run(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
+    if ref.returncode != 0:
+        return None
+    sha = ref.stdout.strip()
+    probe = run(repo, "cat-file", "-t", sha, check=False)
+    raise GitFailed(f"the tip {sha} of {branch} in {repo} cannot be read ({telling_line(probe.stderr)}); "
+                    "`git fsck` there shows what is damaged")
 
 
 def remote_urls(repo: str | Path, remote: str) -> tuple[str, str]:

@@ -56,8 +56,10 @@ def create_worktree(repo: pygit2.Repository, branch: str, base: pygit2.Commit, n
         raise BadInput(f"branch {branch!r} already exists in {repo.workdir}; choose another --id")
     if path.exists():
         raise BadInput(f"worktree path {path} already exists; choose another --id or remove it")
-    if name in repo.list_worktrees():
-        raise BadInput(f"git worktree {name!r} is already registered in {repo.workdir}; run `git worktree prune`")
+    admin = worktree_admin_dir(repo, name)
+    if admin.exists():
+        raise BadInput(f"git worktree {name!r} already exists in {repo.workdir} ({admin}); if its directory is "
+                       "gone, `git worktree prune` removes it")
     ref = repo.branches.local.create(branch, base)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,12 +70,15 @@ def create_worktree(repo: pygit2.Repository, branch: str, base: pygit2.Commit, n
 
 
 def remove_worktree(repo: pygit2.Repository, branch: str, name: str, path: Path) -> None:
-    """Undo create_worktree as far as it got; used to leave nothing half-created."""
+    """Undo create_worktree as far as it got; used to leave nothing half-created. libgit2 can
+    stop before registering the admin dir (no `gitdir` file yet, e.g. on a full disk): then
+    `list_worktrees` does not show it, but the next add under that name would fail."""
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
     if name in repo.list_worktrees():
         repo.lookup_worktree(name).prune(True)
+    shutil.rmtree(worktree_admin_dir(repo, name), ignore_errors=True)
     existing = repo.branches.local.get(branch)
     if existing is not None:
         existing.delete()
@@ -190,3 +195,88 @@ def clear_stale_locks(repo: pygit2.Repository, branch: str) -> list[str]:
             lock.unlink()
             removed.append(str(lock))
     return removed
+
+
+GitError = pygit2.GitError
+"""Re-exported so that run/ and cli/ catch libgit2 failures without importing pygit2."""
+
+
+def check_readable(repo: pygit2.Repository, branch: str) -> None:
+    """Read the branch's tip commit and its tree, so that a damaged object there stops a run
+    with its name rather than surfacing later as a confusing answer (or, cut short, as a hang)."""
+    ref = repo.references.get(f"refs/heads/{branch}")
+    if ref is None:
+        return
+    try:
+        _check_loose(repo, ref.target)
+        commit = repo[ref.target].peel(pygit2.Commit)
+        _check_loose(repo, commit.tree_id)
+        len(commit.tree)
+    except KeyError as missing:
+        raise pygit2.GitError(f"{branch}: object {missing.args[0] if missing.args else ''} is missing") from None
+
+
+def _check_loose(repo: pygit2.Repository, oid: pygit2.Oid) -> None:
+    from tilth.git.integrity import inflates_whole
+
+    sha = str(oid)
+    file = common_dir(repo) / "objects" / sha[:2] / sha[2:]
+    if file.is_file() and not inflates_whole(file):
+        raise pygit2.GitError(f"{sha}: the loose object {file} is damaged (it does not inflate to a whole object)")
+
+
+def common_dir(repo: pygit2.Repository) -> Path:
+    own = Path(repo.path)
+    marker = own / "commondir"
+    return (own / marker.read_text().strip()).resolve() if marker.is_file() else own.resolve()
+
+
+def worktree_admin_dir(repo: pygit2.Repository, name: str) -> Path:
+    return common_dir(repo) / "worktrees" / name
+
+
+def objects_dir(repo_path: str | Path) -> Path | None:
+    """The object store of the repository at (or above) `repo_path`, if there is one."""
+    try:
+        found = pygit2.discover_repository(str(repo_path))
+        return common_dir(pygit2.Repository(found)) / "objects" if found else None
+    except pygit2.GitError:
+        return None
+
+
+def _admin_belongs_to(admin: Path, path: Path) -> bool:
+    """The admin dir is unregistered (libgit2 stopped before writing `gitdir`) or points at `path`."""
+    gitdir = admin / "gitdir"
+    if not gitdir.is_file():
+        return True
+    return Path(gitdir.read_text().strip()).resolve() == (path / ".git").resolve()
+
+
+def reclaim_worktree(git_dir: Path, branch: str, name: str, path: Path, base: str) -> list[str]:
+    """Undo what an interrupted create_worktree made, as far as it is provably its own: the
+    worktree dir; the admin dir if unregistered or registered to `path`; the branch only while it
+    still points at `base` and no other worktree has it checked out. Says what it did."""
+    import shutil
+
+    done = []
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+        done.append(f"removed worktree {path}")
+    try:
+        repo = pygit2.Repository(str(git_dir))
+    except pygit2.GitError:
+        return [*done, f"its repository {git_dir} is gone"]
+    admin = worktree_admin_dir(repo, name)
+    if admin.is_dir() and _admin_belongs_to(admin, path):
+        shutil.rmtree(admin, ignore_errors=True)
+        done.append(f"removed git worktree {name}")
+    ref = repo.branches.local.get(branch)
+    if ref is not None:
+        if str(ref.target) != base:
+            done.append(f"kept branch {branch} (it has moved past {base[:7]})")
+        elif ref.is_checked_out():
+            done.append(f"kept branch {branch} (a worktree has it checked out)")
+        else:
+            ref.delete()
+            done.append(f"removed branch {branch}")
+    return done

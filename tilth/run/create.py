@@ -1,22 +1,35 @@
 """Creating a session: validate everything first, then create branch, worktree and
-session dir, undoing all of it if any step fails, so bad input leaves nothing behind."""
+session dir, undoing all of it if any step fails, so bad input leaves nothing behind.
+
+A kill -9 cannot leave half a session either: before the branch exists, the staging dir
+`sessions/.creating-<id>/` records what is about to be made and is locked for the creator's
+life (store/creating.py); the session dir is that dir renamed once complete. The next
+`tilth start` reclaims any staging dir whose creator is gone (`reclaim_interrupted`).
+"""
 
 from __future__ import annotations
 
 import secrets
 import shutil
 from pathlib import Path
+from typing import Callable
+
+import pygit2
 
 from tilth.agents.accounting import Meter
 from tilth.agents.protocol import make_backend
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
 from tilth.core.config import Settings
-from tilth.core.errors import BadInput
-from tilth.git.gitops import check_checkout, create_worktree, open_source_repo, remove_worktree, resolve_commit
+from tilth.core.diskspace import is_disk_full, no_space
+from tilth.core.errors import BadInput, DiskFull, TilthError
+from tilth.core.faults import checkpoint
+from tilth.git.gitops import (GitError, check_checkout, create_worktree, open_source_repo, reclaim_worktree,
+                              remove_worktree, resolve_commit)
+from tilth.store.creating import CreationIntent, Staging, begin, claim_orphans
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths, check_session_id, ensure_home, session_paths, tilth_home
-from tilth.store.jsonio import fsync_dir, write_atomic, write_json
+from tilth.store.jsonio import write_atomic, write_json
 from tilth.store.prd import load_plan
 from tilth.store.session import BackendChoice, SessionRecord
 
@@ -32,7 +45,9 @@ def worktree_name(session_id: str) -> str:
 
 
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
-                   backend: BackendChoice, settings: Settings, checks: list[str] = ()) -> SessionPaths:
+                   backend: BackendChoice, settings: Settings, checks: list[str] = (),
+                   notify: Callable[[str], None] | None = None) -> SessionPaths:
+    """`notify` gets one line per interrupted creation reclaimed on the way."""
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
     if plan_bytes is None:
         raise BadInput(f"plan file {prd_file} does not exist; pass --prd a prd.json")
@@ -57,28 +72,68 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     branch = f"session/{paths.id}"
 
     ensure_home(paths.home)
-    staging = paths.dir.with_name(f".creating-{paths.id}")
-    shutil.rmtree(staging, ignore_errors=True)
-    create_worktree(repo, branch, base, worktree_name(paths.id), paths.worktree)
+    for line in reclaim_interrupted(paths.home):
+        if notify is not None:
+            notify(line)
+    now = iso()
+    record = SessionRecord(
+        id=paths.id, repo=str(Path(repo.workdir).resolve()), base_commit=str(base.id), branch=branch,
+        worktree=str(paths.worktree), backend=backend, created=now, updated=now, checks=list(checks),
+    )
+    intent = CreationIntent(id=paths.id, repo=str(Path(repo.path).resolve()), branch=branch,
+                            worktree_name=worktree_name(paths.id), worktree=str(paths.worktree), base=str(base.id))
     try:
-        now = iso()
-        record = SessionRecord(
-            id=paths.id, repo=str(Path(repo.workdir).resolve()), base_commit=str(base.id), branch=branch,
-            worktree=str(paths.worktree), backend=backend, created=now, updated=now, checks=list(checks),
-        )
-        staging.mkdir(parents=True)
-        write_atomic(staging / "prd.json", plan_bytes)
-        if scenario_bytes is not None:
-            write_atomic(staging / "scenario.json", scenario_bytes)
-        (staging / "ledger").mkdir()
-        (staging / "progress.txt").touch()
-        write_json(staging / "session.json", record.model_dump(mode="json"))
-        staging.rename(paths.dir)
-        fsync_dir(paths.dir.parent)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(paths.dir, ignore_errors=True)
-        remove_worktree(repo, branch, worktree_name(paths.id), paths.worktree)
+        staging = begin(paths.home, intent)
+        make(paths, repo, base, staging, record, plan_bytes, scenario_bytes)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(f"{no_space(exc, paths.home)} and run the start again (nothing was created)") from None
         raise
-    EventLog(paths.events).emit("session_created", base=str(base.id), branch=branch)
     return paths
+
+
+def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, staging: Staging, record: SessionRecord,
+         plan_bytes: bytes, scenario_bytes: bytes | None) -> None:
+    """Branch and worktree, then the session's files in the staging dir, then the rename that makes
+    the session exist. Any failure undoes it all, the staging dir (the record of what to undo) last."""
+    intent = staging.intent
+    try:
+        create_worktree(repo, intent.branch, base, intent.worktree_name, paths.worktree)
+    except BaseException:
+        staging.discard()
+        raise
+    try:
+        checkpoint("after_worktree", paths.id)
+        write_atomic(staging.dir / "prd.json", plan_bytes)
+        if scenario_bytes is not None:
+            write_atomic(staging.dir / "scenario.json", scenario_bytes)
+        (staging.dir / "ledger").mkdir()
+        (staging.dir / "progress.txt").touch()
+        write_json(staging.dir / "session.json", record.model_dump(mode="json"))
+        EventLog(staging.dir / "events.jsonl").emit("session_created", base=intent.base, branch=intent.branch)
+        checkpoint("before_session_dir", paths.id)
+        staging.complete(paths.dir)
+    except BaseException:
+        shutil.rmtree(paths.dir, ignore_errors=True)
+        remove_worktree(repo, intent.branch, intent.worktree_name, paths.worktree)
+        staging.discard()
+        raise
+
+
+def reclaim_interrupted(home: Path) -> list[str]:
+    """Undo every creation whose creator died (its staging dir is unlocked); one line each."""
+    lines = []
+    for staging in claim_orphans(home):
+        intent = staging.intent
+        try:
+            done = reclaim_worktree(Path(intent.repo), intent.branch, intent.worktree_name, Path(intent.worktree),
+                                    intent.base) if intent else []
+        except (OSError, GitError, TilthError) as exc:
+            staging.lock.release()
+            lines.append(f"could not reclaim the interrupted creation of session {staging.session_id} "
+                         f"({staging.dir}): {exc}; remove it by hand")
+            continue
+        staging.discard()
+        what = "; ".join(done) if done else "nothing had been created in git"
+        lines.append(f"reclaimed an interrupted `tilth start` of session {staging.session_id}: {what}")
+    return lines

@@ -15,9 +15,11 @@ from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings
-from tilth.core.errors import StopRequested, TilthError
-from tilth.git.gitops import describe_diff, open_worktree, staged_diff
+from tilth.core.diskspace import is_disk_full
+from tilth.core.errors import DiskFull, StopRequested, TilthError
+from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
+from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, stage
 from tilth.run.recovery import reconcile
 from tilth.run.stopflag import StopFlag
@@ -74,15 +76,25 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
     with SessionLock(paths.lock, paths.id) as lock:
         if expect_queued and load_session(paths).state != SessionState.queued:
             return EXIT_STOPPED
-        run = prepare(paths, settings, stop, resume, backend_name, EventLog(paths.events, echo))
+        try:
+            keep_reserve(paths)
+            run = prepare(paths, settings, stop, resume, backend_name, EventLog(paths.events, echo))
+        except BaseException as exc:
+            if (stopped := stop_reason(exc, paths)) is None:
+                raise
+            not_started(paths, stopped)
+            raise stopped from None
         try:
             state, reason = drive(run, lock)
         except TilthError as exc:
             finish(run, SessionState.stopped, exc.exit_code, str(exc))
             raise
-        except BaseException:
-            set_state(paths, SessionState.crashed, pid=None)
-            raise
+        except BaseException as exc:
+            if (stopped := stop_reason(exc, paths, run.ws.record.repo)) is None:
+                set_state(paths, SessionState.crashed, pid=None)
+                raise
+            stop_after(run, stopped)
+            raise stopped from None
         exit_code = {SessionState.done: EXIT_DONE, SessionState.failed: EXIT_FAILED}.get(state, EXIT_STOPPED)
         finish(run, state, exit_code, reason)
         return exit_code
@@ -98,6 +110,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     meter = Meter.from_events(events.read())
     backend = make_backend(record.backend, settings, meter)
     ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
+    check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     reconcile(ws, unwind_failed=resume)
     set_state(paths, SessionState.running, pid=os.getpid())
@@ -105,6 +118,18 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
                sandbox, hooks)
+
+
+def stop_after(run: Run, reason: TilthError) -> None:
+    """End as `stopped` after a full disk or a git failure. On a full disk the ballast goes
+    first, and what cannot be written after the state and `session_end` is given up."""
+    if isinstance(reason, DiskFull):
+        release_reserve(run.ws.paths)
+    try:
+        finish(run, SessionState.stopped, reason.exit_code, str(reason))
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
 
 
 def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:

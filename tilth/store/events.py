@@ -33,4 +33,14 @@ class EventLog:
             self.echo(event)
 
     def read(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path)
+        return read_events(self.path)
+
+
+def is_event(row: dict[str, Any]) -> bool:
+    """The shape `emit` writes; any other line in events.jsonl is damage and is skipped."""
+    return (isinstance(row.get("ts"), str) and isinstance(row.get("type"), str) and isinstance(row.get("data"), dict)
+            and "task" in row and "iter" in row)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    return [row for row in read_jsonl(path) if is_event(row)]

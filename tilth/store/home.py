@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tilth.core.errors import BadInput
+from tilth.core.diskspace import is_disk_full
+from tilth.core.errors import BadInput, DiskFull
 
 SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -68,6 +69,11 @@ class SessionPaths:
     def scenario(self) -> Path:
         return self.dir / "scenario.json"
 
+    @property
+    def reserve(self) -> Path:
+        """Ballast a run keeps so that, on a full disk, deleting it leaves room to record the stop."""
+        return self.dir / ".reserve"
+
 
 def ensure_home(home: Path) -> None:
     """Create TILTH_HOME's two directories, or say plainly why it cannot be used."""
@@ -75,6 +81,9 @@ def ensure_home(home: Path) -> None:
         for name in ("sessions", "worktrees"):
             (home / name).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(f"TILTH_HOME {home} cannot be used: {exc.strerror}; free space there and try "
+                           "again (nothing was created)") from None
         raise BadInput(f"TILTH_HOME {home} cannot be used ({exc.strerror}); set TILTH_HOME to a writable "
                        "directory") from None
 
@@ -87,4 +96,5 @@ def all_session_ids(home: Path | None = None) -> list[str]:
     root = (home or tilth_home()) / "sessions"
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "session.json").is_file())
+    # Dot-dirs are not sessions: `.creating-<id>` is a creation in progress (or an interrupted one).
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "session.json").is_file())

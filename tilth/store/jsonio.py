@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
 from tilth.store.redaction import redact
+
+
+@contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """A failed write names the file it was for (a failed write() or fsync() names none),
+    so a full disk is reported with the path and its filesystem."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
 
 
 def fsync_dir(directory: Path) -> None:
@@ -22,18 +35,19 @@ def fsync_dir(directory: Path) -> None:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via temp file + fsync + rename, so readers see the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(redact(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    with naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(redact(data))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        fsync_dir(path.parent)
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -41,29 +55,39 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one line and fsync; a torn last line (kill -9 mid-write) is skipped by readers."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as f:
-        torn = f.tell() > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
-        f.write((b"\n" if torn else b"") + redact(line).rstrip(b"\n") + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one line and fsync. A torn line (kill -9 or a full disk mid-write) is ended with a
+    newline by the next append, so it stays a line of its own that readers skip."""
+    with naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as f:
+            torn = f.tell() > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
+            f.write((b"\n" if torn else b"") + redact(line).rstrip(b"\n") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def append_jsonl(path: Path, obj: Any) -> None:
     append_line(path, orjson.dumps(obj))
 
 
-def read_jsonl(path: Path) -> list[Any]:
-    """Every complete JSON line; an unparseable line (a torn final append) is dropped."""
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line that is a JSON object. Anything else (a torn append, wherever it sits; a
+    garbage line) is skipped, and the lines after it are still read."""
     if not path.exists():
         return []
     rows = []
     for raw in path.read_bytes().splitlines():
-        if not raw.strip():
-            continue
-        try:
-            rows.append(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            continue
+        row = parse_object(raw)
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def parse_object(raw: bytes) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
+    try:
+        row = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) else None

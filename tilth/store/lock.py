@@ -65,6 +65,14 @@ class HeldLock:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, body, 0)
 
+    def still_linked(self) -> bool:
+        """The held file is still the one at `path`: a lock taken on a file someone has since
+        removed (with its directory) guards nothing."""
+        try:
+            return self._fd is not None and os.fstat(self._fd).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return False
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -2,7 +2,8 @@
 
 Keys are registered once per process (from the resolved settings), and so are the
 configured patterns; both are replaced wherever they appear in a state file, a journal line
-or a progress line.
+or a progress line, and in every line tilth prints (`redact_text`), since a supervised
+session's output is itself a file (`run.log`).
 """
 
 from __future__ import annotations
@@ -33,3 +34,7 @@ def redact(data: bytes) -> bytes:
     for pattern in _patterns:
         data = pattern.sub(MARK, data)
     return data
+
+
+def redact_text(text: str) -> str:
+    return redact(text.encode("utf-8", errors="surrogateescape")).decode("utf-8", errors="surrogateescape")

@@ -1,0 +1,129 @@
+"""`tilth start` creates a session whole or not at all: a kill -9 mid-creation is reclaimed by
+the next start, a live creation is never touched, and invalid settings create nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+from conftest import git, task, wait_for_pause
+
+PLAN = [task("T-1"), task("T-2")]
+
+
+def start_args(sandbox, session_id: str) -> list[str]:
+    plan = sandbox.write_json(f"{session_id}-prd.json", PLAN)
+    return ["start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", session_id, "--backend", "scripted",
+            "--foreground"]
+
+
+def paused_start(sandbox, session_id: str, point: str):
+    child = sandbox.spawn(*start_args(sandbox, session_id), env={"TILTH_TEST_PAUSE_AT": f"{point}@{session_id}"})
+    wait_for_pause(child, point)
+    return child
+
+
+def kill_9(child) -> None:
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+
+
+def session_branches(sandbox) -> list[str]:
+    return git(sandbox.repo, "branch", "--list", "--format=%(refname:short)", "session/*").split()
+
+
+def worktree_admin_dirs(sandbox) -> list[str]:
+    admin = sandbox.repo / ".git" / "worktrees"
+    return sorted(p.name for p in admin.iterdir()) if admin.is_dir() else []
+
+
+def staging_dirs(sandbox) -> list[str]:
+    return sorted(p.name for p in (sandbox.home / "sessions").glob(".creating-*"))
+
+
+@pytest.mark.parametrize("point", ["after_worktree", "before_session_dir"])
+def test_a_creation_killed_midway_is_reclaimed_by_the_next_start(sandbox, point):
+    kill_9(paused_start(sandbox, "s1", point))
+    assert session_branches(sandbox) == ["session/s1"]
+    assert sandbox.worktree("s1").is_dir() and worktree_admin_dirs(sandbox) == ["tilth-s1"]
+    assert staging_dirs(sandbox) == [".creating-s1"] and not sandbox.session_dir("s1").exists()
+
+    status = sandbox.tilth("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout) == [], "a half-created session is not a session"
+
+    again = sandbox.tilth(*start_args(sandbox, "s1"))
+    assert again.returncode == 0, again.stderr
+    reclaimed = [line for line in again.stderr.splitlines() if "reclaimed" in line]
+    assert len(reclaimed) == 1 and "session s1" in reclaimed[0] and "removed branch session/s1" in reclaimed[0]
+    assert staging_dirs(sandbox) == []
+    assert worktree_admin_dirs(sandbox) == ["tilth-s1"]
+    assert git(sandbox.repo, "worktree", "list", "--porcelain").count("worktree ") == 2
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "done"
+    assert not (sandbox.session_dir("s1") / "creating.json").exists()
+
+
+def test_a_creation_in_progress_is_left_alone_by_another_start(sandbox):
+    child = paused_start(sandbox, "s1", "after_worktree")
+    try:
+        other = sandbox.tilth(*start_args(sandbox, "s2"))
+        assert other.returncode == 0, other.stderr
+        assert "reclaimed" not in other.stderr
+        assert staging_dirs(sandbox) == [".creating-s1"], "the live creator's staging dir is untouched"
+        assert sandbox.worktree("s1").is_dir() and "tilth-s1" in worktree_admin_dirs(sandbox)
+
+        same = sandbox.tilth(*start_args(sandbox, "s1"))
+        assert same.returncode == 2 and "being created by another" in same.stderr, same.stderr
+    finally:
+        child.send_signal(signal.SIGUSR1)
+    assert child.wait(timeout=60) == 0, child.stderr.read()
+    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "done"
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+
+
+def test_reclaiming_keeps_a_branch_that_has_commits(sandbox):
+    kill_9(paused_start(sandbox, "s1", "after_worktree"))
+    worktree = sandbox.worktree("s1")
+    (worktree / "mine.txt").write_text("work someone did on the branch\n")
+    git(worktree, "add", "mine.txt")
+    git(worktree, "commit", "-q", "-m", "by hand")
+    tip = git(sandbox.repo, "rev-parse", "session/s1").strip()
+
+    other = sandbox.tilth(*start_args(sandbox, "s2"))
+    assert other.returncode == 0, other.stderr
+    assert "kept branch session/s1" in other.stderr
+    assert git(sandbox.repo, "rev-parse", "session/s1").strip() == tip
+    assert not worktree.exists() and staging_dirs(sandbox) == []
+    assert worktree_admin_dirs(sandbox) == ["tilth-s2"]
+
+
+@pytest.mark.parametrize("env, names", [
+    ({"TILTH_SANDBOX": "bogus"}, "sandbox"),
+    ({"TILTH_AGENT_NETWORK": "bogus"}, "agent_network"),
+])
+def test_an_invalid_setting_refuses_before_anything_is_created(sandbox, env, names):
+    result = sandbox.tilth(*start_args(sandbox, "s1"), env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("tilth: ") and result.stderr.count("\n") == 1, result.stderr
+    assert names in result.stderr
+    assert_nothing_created(sandbox)
+
+
+def test_a_required_sandbox_that_cannot_run_refuses_before_anything_is_created(sandbox, tmp_path):
+    empty_path = tmp_path / "no-bwrap-here"
+    empty_path.mkdir()
+    result = sandbox.tilth(*start_args(sandbox, "s1"), env={"TILTH_SANDBOX": "bwrap", "PATH": str(empty_path)})
+    assert result.returncode == 2, result.stderr
+    assert "bubblewrap" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert_nothing_created(sandbox)
+
+
+def assert_nothing_created(sandbox) -> None:
+    assert session_branches(sandbox) == []
+    assert worktree_admin_dirs(sandbox) == []
+    for sub in ("sessions", "worktrees"):
+        where = sandbox.home / sub
+        assert not where.exists() or not any(where.iterdir()), list(where.iterdir())
