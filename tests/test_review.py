@@ -156,7 +156,7 @@ def test_pr_pushes_and_calls_gh_with_the_failed_task_first(sandbox, origin, gh):
     assert "`tilth resume s1`" in top
     assert "- **T-2** Hard one: iterations_exhausted after 2 attempts; last verdict weak_test" in top
     assert "| T-1 | Add greeting | done | 1 | accept | 100 | $0.0010 |" in table
-    assert "| T-2 | Hard one | **failed** | 2 | weak_test: no test covers it | 200 | $0.0030 |" in table
+    assert "| T-2 | Hard one | **failed** | 2 | reject (weak_test): no test covers it | 200 | $0.0030 |" in table
     assert "**Totals:** 1/2 tasks done, 1 failed; 3 iterations; 300 tokens; $0.0040." in table
 
     git(sandbox.repo, "checkout", "-q", "-b", "feature")
@@ -331,11 +331,15 @@ def test_build_report_for_one_done_and_one_failed_task(sandbox):
     paths = session_paths("s1", sandbox.home)
     base = git(sandbox.repo, "rev-parse", "--short=7", "main").strip()
     head = branch_sha(sandbox, "s1")[:7]
+    first = branch_sha(sandbox, "s1~1")[:7]
 
     text = build_report(paths)
     assert text == (
         "Session s1: failed\n"
         "Tasks:      1/2 done, 1 failed\n"
+        "  task  outcome  attempts  rejections                checks (last attempt)  commit\n"
+        f"  T-1   done     1         0                         -                      {first}\n"
+        f"  T-2   failed   2         2 (weak_test, weak_test)  -                      {head}\n"
         "  FAILED T-2 Hard one: iterations_exhausted after 2 attempts; last verdict weak_test\n"
         "Iterations: 3\n"
         "Tokens:     300\n"

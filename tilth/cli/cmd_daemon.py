@@ -90,12 +90,20 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     try:
-        return logs(session_paths(args.id), args.follow, lambda line: print(line, flush=True))
+        return logs(session_paths(args.id), args.follow, lambda line: print(line, flush=True), last=args.lines,
+                    everything=args.all)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `tilth logs ID | head`: the reader has gone, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a count of lines")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +126,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds (exit 4)")
     wait.set_defaults(handler=cmd_wait)
 
-    logs_parser = sub.add_parser("logs", help="a session's events as readable lines")
+    logs_parser = sub.add_parser("logs", help="what a session did, one readable line per step")
     logs_parser.add_argument("id")
     logs_parser.add_argument("-f", "--follow", action="store_true", help="keep following until the session ends")
+    logs_parser.add_argument("-n", "--lines", type=_count, default=None, metavar="N",
+                             help="show only the last N lines (then follow, with -f)")
+    logs_parser.add_argument("--all", action="store_true",
+                             help="every event, bookkeeping included (context loads, model calls, "
+                                  "hooks that allowed a call)")
     logs_parser.set_defaults(handler=cmd_logs)

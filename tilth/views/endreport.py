@@ -1,31 +1,53 @@
-"""The end-of-session report: what a run achieved, what it cost, and the exact next command.
-Written to `sessions/<id>/report.md` at the end of every run and printed."""
+"""The end-of-session report: what a run achieved, task by task, what it cost, and the exact
+next command. Written to `sessions/<id>/report.md` at the end of every run and printed."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
-from tilth.views.tally import duration, money, resume_command, tally, token_count
+from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
 REPORT = "report.md"
+TABLE = ("task", "outcome", "attempts", "rejections", "checks (last attempt)", "commit")
 
 
-def build_report(paths: SessionPaths, now: datetime | None = None) -> str:
-    t = tally(paths, now)
+def rejections(task: TaskTally) -> str:
+    """`0`, or `2 (weak_test, check_failed)`."""
+    return f"{len(task.rejections)} ({', '.join(task.rejections)})" if task.rejections else "0"
+
+
+def checks(task: TaskTally) -> str:
+    if task.checks is None:
+        return "-"
+    passed, failed = task.checks
+    return ", ".join(part for part in (f"{passed} passed" if passed else "", f"{failed} failed" if failed else "")
+                     if part)
+
+
+def task_table(t: SessionTally) -> list[str]:
+    """One aligned row per task, under a header."""
+    rows = [TABLE] + [(task.id, task.outcome, str(task.iterations), rejections(task), checks(task),
+                       task.commit or "-") for task in t.tasks]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def build_report(paths: SessionPaths) -> str:
+    t = tally(paths)
     head = t.head_commit[:7] if t.head_commit else "(worktree gone)"
     unpriced = f" ({t.unpriced_calls} model calls without a price)" if t.unpriced_calls else ""
     lines = [
         f"Session {t.id}: {t.state}",
         f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed",
     ]
+    lines += task_table(t) if t.tasks else []
     lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
     lines += [
         f"Iterations: {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",
         f"Cost:       {money(t.cost_usd, t.cost_is_lower_bound)}{unpriced}",
-        f"Wall time:  {duration(t.wall_seconds)}",
+        f"Wall time:  {duration(t.wall_seconds)}" + (f" over {t.runs} runs (time stopped not counted)"
+                                                     if t.runs > 1 else ""),
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",
         f"Next: tilth pr {t.id}" if t.all_done else f"Next: {resume_command(t.id)}",
     ]

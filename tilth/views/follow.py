@@ -1,5 +1,8 @@
 """`tilth wait` and `tilth logs`: follow a session from its files.
 
+`tilth logs` shows the readable view of `views/report.Readable` (`everything` for every
+event), each event's first line stamped with its time; `last` keeps only the final lines.
+
 Both wake on watchfiles changes in the session dir; a short timeout of the watch re-checks
 anyway, because one change has no file event: a runner killed with -9 releases its
 session lock without writing anything (the supervisor, when it runs, then marks the
@@ -12,13 +15,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-import orjson
 from watchfiles import Change, watch
 
+from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
+from tilth.store.jsonio import parse_object
 from tilth.store.lock import is_locked
 from tilth.store.session import SessionState, effective_state, load_session
-from tilth.views.report import line_for
+from tilth.views.report import Readable
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3}
 """Any other state past queued/running (an archived session) ends the wait with 0."""
@@ -87,32 +91,34 @@ class Tail:
             return []
         end = data.rfind(b"\n") + 1
         self.offset += end
-        events = []
-        for raw in data[:end].splitlines():
-            try:
-                events.append(orjson.loads(raw))
-            except orjson.JSONDecodeError:
-                continue
-        return events
+        rows = (parse_object(raw) for raw in data[:end].splitlines())
+        return [row for row in rows if row is not None and is_event(row)]
 
 
-def event_line(event: dict[str, Any]) -> str:
-    text = line_for(event)
-    if text is None:
-        text = " ".join(str(part) for part in (event["type"], event.get("task"), event.get("iter")) if part is not None)
-    return f"{event['ts'][11:19]} {text}"
+def stamped(event: dict[str, Any], lines: list[str]) -> list[str]:
+    """`HH:MM:SS text`; the continuation lines of a multi-line event are indented under it."""
+    ts = event["ts"][11:19]
+    return [f"{ts if i == 0 else ' ' * len(ts)} {line}" for i, line in enumerate(lines)]
 
 
-def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None]) -> int:
-    """Print the session's events; with `follow`, keep printing until it has settled."""
+def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None], last: int | None = None,
+         everything: bool = False) -> int:
+    """Print the session's readable lines (the final `last` of them, if given); with
+    `follow`, keep printing until it has settled."""
     load_session(paths)
     tail = Tail(paths.events)
+    view = Readable(everything)
+
+    def pending() -> list[str]:
+        return [line for event in tail.read() for line in stamped(event, view.lines(event))]
 
     def flush() -> None:
-        for event in tail.read():
-            out(event_line(event))
+        for line in pending():
+            out(line)
 
-    flush()
+    backlog = pending()
+    for line in backlog[max(0, len(backlog) - last):] if last is not None else backlog:
+        out(line)
     if not follow:
         return 0
     if settled(paths) is None:

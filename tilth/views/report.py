@@ -1,45 +1,241 @@
-"""Human-readable lines for a session running in the foreground."""
+"""Readable lines for a session's events: the foreground run's output and `tilth logs`.
+
+One line per meaningful step: each tool call with a short summary of its arguments (and,
+when a pre_tool hook refused it, the hook's reason on the same line), each check with pass
+or fail, each verdict, each commit. Bookkeeping (context channels loaded, successful HTTP
+attempts, token accounting, hooks that let a call through) is folded out of the default
+view; `Readable(everything=True)` gives every event a line. Events this module has no
+wording for get a compact `type: key=value` line, so nothing new is ever invisible.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from tilth.store.redaction import redact_text
+
+ARGUMENT_CHARS = 100
+TEXT_CHARS = 200
+TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("path",), "edit_file": ("path",),
+                  "list_files": ("pattern",), "grep": ("pattern", "path"), "note_write": ("name",),
+                  "note_read": ("name",)}
+TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
+              "task_requeued", "progress_restored", "learnings_proposed"}
+STRING_FIELD = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
-def line_for(event: dict[str, Any]) -> str | None:
-    kind, task, it, data = event["type"], event["task"], event["iter"], event["data"]
-    if kind == "session_started":
-        return f"running with backend: {data['backend']}"
-    if kind == "sandbox" and data["unconfined"]:
-        return "WARNING: the agent's commands run UNCONFINED (no sandbox); set TILTH_SANDBOX=bwrap to require one"
-    if kind == "task_started":
-        return f"[{task}] started"
-    if kind == "verdict":
-        concern = f" - {data['concern']}" if data.get("concern") and data["verdict"] != "accept" else ""
-        category = f" ({data['category']})" if data.get("category") else ""
-        return f"[{task}] attempt {it}: {data['verdict']}{category}{concern}"
-    if kind == "task_done":
-        return f"[{task}] done: commit {data['sha'][:7]}"
-    if kind == "task_failed":
-        return f"[{task}] FAILED placeholder {data['sha'][:7]}: {data['reason']}"
-    if kind == "placeholder_unwound":
-        return f"[{task}] unwound FAILED placeholder {data['sha'][:7]}; retrying from its edits"
-    if kind == "accepted_committed":
-        return f"[{task}] recovered an accepted attempt: commit {data['sha'][:7]}"
-    if kind == "task_requeued":
-        return f"[{task}] was interrupted; retrying with its edits kept"
-    if kind == "model_attempt" and data["outcome"] != "ok":
-        return f"[{task}] {data['role']} model call attempt {data['attempt']}: {data['outcome']}, retrying in {data['wait_s']}s"
-    if kind == "cap_reached":
-        return f"cap reached: {data['cap']} ({data['value']} >= {data['limit']})"
-    if kind == "session_report":
-        return "\n" + data["text"].rstrip()
-    if kind == "session_end":
-        return f"session {data['state']}" + (f": {data['reason']}" if data.get("reason") else "")
-    return None
+def short(text: Any, limit: int = TEXT_CHARS) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def verdict_label(verdict: str, category: str | None = "", concern: str | None = "", limit: int = TEXT_CHARS) -> str:
+    """`accept`, or `reject (weak_test): <concern>`: an accept never shows a category, and a
+    reject shows one only when the evaluator gave a real one."""
+    if verdict == "accept":
+        return "accept"
+    label = verdict + (f" ({category})" if category and category != "none" else "")
+    return label + (f": {short(concern, limit)}" if concern and concern.strip() else "")
+
+
+def _arguments(raw: str) -> dict[str, str]:
+    try:
+        parsed = orjson.loads(raw or "{}")
+        if isinstance(parsed, dict):
+            return {k: v if isinstance(v, str) else orjson.dumps(v).decode() for k, v in parsed.items()}
+    except orjson.JSONDecodeError:
+        pass
+    # The event keeps only the first 500 characters of the arguments, so a long call is no
+    # longer valid JSON; its leading string fields (the path, the command) are still readable.
+    found: dict[str, str] = {}
+    for key, value in STRING_FIELD.findall(raw or ""):
+        try:
+            found.setdefault(key, orjson.loads(f'"{value}"'))
+        except orjson.JSONDecodeError:
+            found.setdefault(key, value)
+    return found
+
+
+def tool_summary(name: str, raw_args: str) -> str:
+    """`bash: pytest -q`, `write_file hello.py`, `grep TODO src`."""
+    keys = TOOL_ARGUMENTS.get(name)
+    args = _arguments(raw_args)
+    detail = " ".join(args[k] for k in keys if args.get(k)) if keys else raw_args
+    if not detail or detail == "{}":
+        return name
+    return f"{name}{': ' if name == 'bash' else ' '}{short(detail, ARGUMENT_CHARS)}"
+
+
+def _where(event: dict[str, Any]) -> str:
+    task, it = event.get("task"), event.get("iter")
+    if not task:
+        return ""
+    return f"[{task}] " if it is None or event["type"] in TASK_LEVEL else f"[{task} #{it}] "
+
+
+def _compact(event: dict[str, Any]) -> str:
+    fields = " ".join(f"{k}={short(v if isinstance(v, str) else orjson.dumps(v).decode(), 60)}"
+                      for k, v in event["data"].items())
+    return f"{event['type']}: {fields}" if fields else event["type"]
+
+
+def _sha(data: dict[str, Any], key: str = "sha") -> str:
+    return str(data.get(key) or "?")[:7]
+
+
+class Readable:
+    """Turns events, in order, into readable lines. It keeps a little state: the context
+    channels loaded for a prompt (summarised when the prompt is assembled) and the pre_tool
+    refusals waiting for the tool call they refused."""
+
+    def __init__(self, everything: bool = False):
+        self.everything = everything
+        self.channels: dict[str, list[int]] = {}
+        self.refusals: list[str] = []
+        self.refused_at = ""
+        self.wording: dict[str, Callable[[dict[str, Any]], str | list[str] | None]] = {
+            "session_created": lambda d: f"created branch {d['branch']} from {_sha(d, 'base')}",
+            "session_queued": lambda d: f"queued for the supervisor ({d.get('reason')})"
+                                        + (f", to start at {d['start_at']}" if d.get("start_at") else ""),
+            "session_crashed": lambda d: f"session crashed: {short(d.get('reason'))}"
+                                         + (f" (exit {d['exit_code']})" if d.get("exit_code") is not None else ""),
+            "session_stopped": lambda d: "session stopped by `tilth stop`"
+                                         + (f" --now (runner pid {d.get('pid')} killed)" if d.get("now") else ""),
+            "session_started": lambda d: f"running with backend: {d['backend']}"
+                                         + (" (resumed)" if d.get("resume") else ""),
+            "sandbox": lambda d: "WARNING: the agent's commands run UNCONFINED (no sandbox); "
+                                 "set TILTH_SANDBOX=bwrap to require one" if d["unconfined"] else None,
+            "task_started": lambda d: "started",
+            "memory_load": self._channel,
+            "prompt_assembled": self._prompt,
+            "model_attempt": lambda d: None if d["outcome"] == "ok" else
+                f"{d['role']} model call attempt {d['attempt']}: {d['outcome']}, retrying in {d['wait_s']}s",
+            "model_call": lambda d: None,
+            "tool_call": self._tool,
+            "hook_run": self._hook,
+            "checks_run": lambda d: [_check(r) for r in d.get("results", [])],
+            "scripted_step": _scripted,
+            "worker_done": lambda d: None if d.get("made_case") else "worker ended its turn without making a case",
+            "verdict": lambda d: f"verdict: {verdict_label(d['verdict'], d.get('category'), d.get('concern'))}",
+            "commit": lambda d: None,
+            "failed_commit": lambda d: None,
+            "task_done": lambda d: f"done: commit {_sha(d)}",
+            "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",
+            "learnings_proposed": _learnings,
+            "head_repaired": lambda d: f"HEAD said {d.get('was')}; pointed back at {d.get('branch')}",
+            "branch_repaired": lambda d: f"the branch had been moved (to {_sha(d, 'was')}); set back to "
+                                         f"{_sha(d, 'restored')}, files kept",
+            "worker_commits_folded": lambda d: f"folded {len(d.get('shas') or [])} commit(s) the agent made "
+                                               "into the task's changes",
+            "nested_repo_skipped": lambda d: "left nested repositories out of the commit: "
+                                             + short(", ".join(d["paths"])),
+            "stale_git_locks_removed": lambda d: f"removed stale git locks: {short(', '.join(d['paths']))}",
+            "progress_restored": lambda d: f"progress line restored from commit {_sha(d)}",
+            "status_reconciled": lambda d: "task statuses corrected from the branch: " + ", ".join(
+                f"{k} {v}" for k, v in d["changes"].items()) if d.get("changes") else None,
+            "placeholder_unwound": lambda d: f"unwound FAILED placeholder {_sha(d)}; retrying from its edits",
+            "accepted_committed": lambda d: f"recovered an accepted attempt: commit {_sha(d)}",
+            "task_requeued": lambda d: "was interrupted; retrying with its edits kept",
+            "cap_reached": lambda d: f"cap reached: {d['cap']} ({d['value']} >= {d['limit']})",
+            "session_end": lambda d: f"session {d['state']}" + (f": {d['reason']}" if d.get("reason") else ""),
+            "session_report": lambda d: d["text"].rstrip().splitlines(),
+        }
+
+    def lines(self, event: dict[str, Any]) -> list[str]:
+        """The event's lines (none when it is folded away), secrets redacted."""
+        out = []
+        if self.refusals and not (event["type"] == "tool_call" or _is_pre_tool(event)):
+            out.append(self.refused_at + "; ".join(self.refusals))  # the refused call's own line never came
+            self.refusals = []
+        if _is_pre_tool(event):
+            self.refused_at = _where(event)
+        wording = self.wording.get(event["type"])
+        try:
+            text = wording(event["data"]) if wording else _compact(event)
+        except (KeyError, TypeError, AttributeError):  # a journal written by another version of tilth
+            text = _compact(event)
+        if text is None and self.everything:
+            text = _compact(event)
+        texts = [] if text is None else [text] if isinstance(text, str) else text
+        where = _where(event)
+        out += [where + t if where and t else t for t in texts]
+        return [redact_text(line) for line in out]
+
+    def _channel(self, data: dict[str, Any]) -> None:
+        counts = self.channels.setdefault(str(data.get("role")), [0, 0])
+        counts[0] += bool(data.get("present"))
+        counts[1] += bool(data.get("truncated"))
+        return None
+
+    def _prompt(self, data: dict[str, Any]) -> str:
+        loaded, truncated = self.channels.pop(str(data.get("role")), [0, 0])
+        cut = f", {truncated} truncated" if truncated else ""
+        return f"{data.get('role')} prompt: {loaded} channels{cut}, {len(data.get('prompt') or ''):,} chars"
+
+    def _hook(self, data: dict[str, Any]) -> str | None:
+        name = Path(str(data.get("hook", "hook"))).name
+        output = short(re.sub(r"^blocked:\s*", "", data.get("output") or ""))
+        if data["outcome"] == "blocked":
+            text = f"blocked by {name}" + (f": {output}" if output else "")
+        elif data["outcome"] == "failed":
+            text = f"hook {name} failed (exit {data.get('exit_code')})" + (f": {output}" if output else "")
+        elif data.get("point") == "pre_tool":
+            return None
+        else:
+            return f"hook {name}: ok"
+        if data.get("point") == "pre_tool":
+            self.refusals.append(text)
+            return text if self.everything else None
+        return text
+
+    def _tool(self, data: dict[str, Any]) -> str:
+        role = "" if data.get("role") in (None, "worker") else f"({data['role']}) "
+        line = role + tool_summary(str(data.get("name")), str(data.get("args") or ""))
+        if self.refusals:
+            line += " -> " + "; ".join(self.refusals)
+            self.refusals = []
+        elif not data.get("ok"):
+            line += " -> error"
+        return line
+
+
+def _is_pre_tool(event: dict[str, Any]) -> bool:
+    return event["type"] == "hook_run" and event["data"].get("point") == "pre_tool"
+
+
+def _check(result: dict[str, Any]) -> str:
+    code = result.get("exit_code")
+    outcome = "pass" if code == 0 else "FAIL (timed out)" if code is None else f"FAIL (exit {code})"
+    return f"check {short(result.get('command'), ARGUMENT_CHARS)}: {outcome}"
+
+
+def _scripted(data: dict[str, Any]) -> str:
+    parts = [f"wrote {', '.join(data['written'])}"] if data.get("written") else []
+    parts += [f"deleted {', '.join(data['deleted'])}"] if data.get("deleted") else []
+    parts += [f"ran {short(c, ARGUMENT_CHARS)} (exit {code})"
+              for c, code in zip(data.get("commands") or [], data.get("exit_codes") or [])]
+    return "scripted step: " + ("; ".join(parts) or "no changes")
+
+
+def _learnings(data: dict[str, Any]) -> str | None:
+    if data.get("error"):
+        return f"self-improvement step failed: {short(data['error'])}"
+    count = data.get("count") or 0
+    return f"proposed {count} learning{'' if count == 1 else 's'} (`tilth learnings`)" if count else None
+
+
+_foreground = Readable()
 
 
 def print_event(event: dict[str, Any]) -> None:
-    text = line_for(event)
-    if text is not None:
-        print(text, file=sys.stdout, flush=True)
+    """The foreground run's output: the same lines as `tilth logs`, without timestamps."""
+    lines = _foreground.lines(event)
+    if lines and event["type"] == "session_report":
+        lines = ["", *lines]
+    for line in lines:
+        print(line, file=sys.stdout, flush=True)

@@ -8,7 +8,6 @@ and shows as crashed).
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,41 +15,34 @@ from tilth.agents.accounting import Meter
 from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
-from tilth.store.jsonio import read_jsonl
+from tilth.store.events import read_events
 from tilth.store.lock import is_locked, read_holder
 from tilth.store.prd import TaskStatus, load_plan
 from tilth.store.session import SessionRecord, SessionState, effective_state, load_session
-from tilth.views.tally import money, token_count
+from tilth.views.report import verdict_label
+from tilth.views.tally import money, running_seconds, token_count
 
 
-def _when(ts: str) -> datetime:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+VERDICT_CHARS = 100
 
 
 def activity(events: list[dict[str, Any]], live: bool) -> dict[str, Any]:
-    """Current task and iteration, and the running time summed over every run (a run lasts
-    from `session_started` to `session_end`, or to its last event when it was killed)."""
-    elapsed, opened, last_ts = 0.0, None, None
-    task, iteration = None, None
+    """Current task and iteration, the running time summed over every run
+    (`tally.running_seconds`), and `verdicts`: each evaluated task's attempts and last verdict."""
+    task, iteration, verdicts = None, None, {}
     for event in events:
-        ts = event.get("ts")
-        if event["type"] == "session_started":
-            if opened and last_ts:
-                elapsed += (_when(last_ts) - opened).total_seconds()
-            opened = _when(ts)
-        elif event["type"] == "session_end" and opened:
-            elapsed += (_when(ts) - opened).total_seconds()
-            opened = None
         if event["type"] == "task_started":
             task, iteration = event.get("task"), None
         if event.get("task") == task and event.get("iter"):
             iteration = event["iter"]
-        last_ts = ts
-    if opened:
-        end = utc_now() if live else _when(last_ts)
-        elapsed += max(0.0, (end - opened).total_seconds())
+        if event["type"] == "verdict" and event.get("task"):
+            d = event["data"]
+            verdicts[event["task"]] = {"attempts": event.get("iter"),
+                                       "last_verdict": verdict_label(d.get("verdict", ""), d.get("category"),
+                                                                     d.get("concern"), limit=VERDICT_CHARS)}
+    elapsed = running_seconds(events, utc_now() if live else None) or 0.0
     meter = Meter.from_events(events)
-    return {"current_task": task, "iteration": iteration, "elapsed_s": round(elapsed, 1),
+    return {"current_task": task, "iteration": iteration, "elapsed_s": round(elapsed, 1), "verdicts": verdicts,
             "tokens": meter.tokens, "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.calls,
             "unknown_usage_calls": meter.unknown_usage_calls, "cost_is_lower_bound": meter.cost_is_lower_bound}
 
@@ -79,7 +71,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "pid": holder.get("pid") if holder else None,
         "supervised": record.supervised,
         "start_at": record.start_at,
-        **activity(read_jsonl(paths.events), live=state == SessionState.running),
+        **activity(read_events(paths.events), live=state == SessionState.running),
     }
 
 
@@ -173,6 +165,12 @@ def _sandbox(mode: str | None) -> str:
     return "not decided yet (decided when the session runs)"
 
 
+def _verdict(last: dict[str, Any] | None) -> str:
+    if not last:
+        return ""
+    return f"  (attempt {last['attempts']}: {last['last_verdict']})" if last.get("attempts") else f"  ({last['last_verdict']})"
+
+
 def render_one(summary: dict[str, Any]) -> str:
     lines = [
         f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
@@ -185,5 +183,6 @@ def render_one(summary: dict[str, Any]) -> str:
         f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
         f"{money(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False))}",
     ]
-    lines += [f"  {t['status']:<11} {t['id']}: {t['title']}" for t in summary["tasks"]]
+    verdicts = summary.get("verdicts") or {}
+    lines += [f"  {t['status']:<11} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}" for t in summary["tasks"]]
     return "\n".join(lines)

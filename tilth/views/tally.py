@@ -2,10 +2,14 @@
 end-of-session report.
 
 Outcomes come from the branch first (git is the source of truth), then prd.json;
-iterations and the last verdict from the ledger; tokens and cost from `model_call` events,
+iterations, rejections and the last verdict from the ledger (labelled by
+`report.verdict_label`: an accept never shows a category); checks on the last attempt from
+`checks_run` events; tokens and cost from `model_call` events,
 read by `accounting.Meter` (calls with unknown usage make both totals lower bounds, shown as
 `1,234+ (3 calls with unknown usage)` and `≥ $0.0123`); a failure's reason from the FAILED
-placeholder's `Tilth-Reason`, else its progress line.
+placeholder's `Tilth-Reason`, else its progress line. Wall time is running time only: the
+sum of each run's span, `session_started` to its `session_end` (or, for a run that was killed,
+to its last event), so time spent stopped or crashed is not counted.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from typing import Any
 import pygit2
 
 from tilth.agents.accounting import Meter
-from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits
 from tilth.git.gitops import open_worktree
@@ -28,6 +31,7 @@ from tilth.store.ledger import read_entries
 from tilth.store.prd import load_plan
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
+from tilth.views.report import verdict_label
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,17 @@ class TaskTally:
     """done | failed | pending | in_progress"""
     iterations: int
     last_verdict: str
-    """`category: concern` of the evaluator's last verdict, `accept`, or "" if never evaluated."""
+    """`accept`, `reject (<category>): <concern>`, or "" if never evaluated."""
     tokens: int
     cost_usd: float
     reason: str
     """Why it failed; "" unless failed."""
+    rejections: tuple[str, ...] = ()
+    """The category of each rejected attempt, in order."""
+    checks: tuple[int, int] | None = None
+    """(passed, failed) checks of the last attempt; None when no check ran."""
+    commit: str = ""
+    """The task's commit (or FAILED placeholder) on the branch; "" when there is none."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class SessionTally:
     """Model calls whose token counts were missing or unusable: `tokens` is a lower bound."""
     cost_is_lower_bound: bool = False
     """Some of those calls had no cost from the provider or the price table either."""
+    runs: int = 0
+    """How many times a process ran the session (`session_started` events)."""
 
     @property
     def done(self) -> int:
@@ -85,14 +97,31 @@ def _parse_ts(ts: str) -> datetime:
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
 
 
-def wall_seconds(events: list[dict[str, Any]], now: datetime) -> float | None:
-    """First `session_started` to the last `session_end`, or to now while a run is unfinished."""
-    starts = [_parse_ts(e["ts"]) for e in events if e.get("type") == "session_started"]
-    if not starts:
-        return None
-    ends = [_parse_ts(e["ts"]) for e in events if e.get("type") == "session_end"]
-    end = ends[-1] if ends and ends[-1] >= starts[-1] else now
-    return max(0.0, (end - starts[0]).total_seconds())
+OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped"}
+"""Events written by `tilth start`, `tilth stop` or the supervisor, never by a runner: they do
+not extend a run (a crash noticed an hour later did not run for that hour)."""
+
+
+def running_seconds(events: list[dict[str, Any]], now: datetime | None = None) -> float | None:
+    """The sum of every run's span: `session_started` to the following `session_end`; a run
+    that never ended (killed, or still going) lasts to its last event, or to `now` if given.
+    None when the session never ran."""
+    total, opened, last, ran = 0.0, None, None, False
+    for event in events:
+        if event["type"] in OUTSIDE_RUN:
+            continue
+        ts = _parse_ts(event["ts"])
+        if event["type"] == "session_started":
+            if opened is not None:
+                total += (last - opened).total_seconds()
+            opened, ran = ts, True
+        elif event["type"] == "session_end" and opened is not None:
+            total += (ts - opened).total_seconds()
+            opened = None
+        last = ts
+    if opened is not None:
+        total += ((now or last) - opened).total_seconds()
+    return max(0.0, total) if ran else None
 
 
 def _branch_commits(worktree: str, base: str) -> tuple[str | None, dict[str, TaskCommit]]:
@@ -109,16 +138,26 @@ def _failure_reasons(paths: SessionPaths) -> dict[str, str]:
             if line.outcome.startswith("failed:")}
 
 
-def _verdict_text(paths: SessionPaths, task_id: str) -> tuple[int, str]:
+def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, ...]]:
+    """Attempts, the last verdict's label, and the category of each rejection."""
     entries = read_entries(paths.ledger_dir, task_id)
     if not entries:
-        return 0, ""
+        return 0, "", ()
     v = entries[-1].verdict
-    head = v.category or v.verdict
-    return len(entries), (f"{head}: {' '.join(v.concern.split())}" if v.concern.strip() else head)
+    rejected = tuple(e.verdict.category if e.verdict.category not in ("", "none") else "unspecified"
+                     for e in entries if not e.verdict.accepted)
+    return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected
 
 
-def tally(paths: SessionPaths, now: datetime | None = None) -> SessionTally:
+def _last_checks(events: list[dict[str, Any]], task_id: str, iteration: int) -> tuple[int, int] | None:
+    runs = [e for e in events if e["type"] == "checks_run" and e.get("task") == task_id and e.get("iter") == iteration]
+    if not runs:
+        return None
+    codes = [r.get("exit_code") for r in runs[-1]["data"].get("results", [])]
+    return sum(code == 0 for code in codes), sum(code != 0 for code in codes)
+
+
+def tally(paths: SessionPaths) -> SessionTally:
     record = load_session(paths)
     events = EventLog(paths.events).read()
     head, commits = _branch_commits(record.worktree, record.base_commit)
@@ -135,7 +174,8 @@ def tally(paths: SessionPaths, now: datetime | None = None) -> SessionTally:
     for task_id, title, status in plan:
         commit = commits.get(task_id)
         outcome = ("failed" if commit.failed else "done") if commit else status
-        iterations, verdict = _verdict_text(paths, task_id)
+        iterations, verdict, rejections = _verdicts(paths, task_id)
+        checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
         mine = Meter.from_events([e for e in calls if e.get("task") == task_id])
@@ -144,14 +184,16 @@ def tally(paths: SessionPaths, now: datetime | None = None) -> SessionTally:
             reason = (commit.reason if commit else "") or reasons.get(task_id) or "(no reason recorded)"
         tasks.append(TaskTally(
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
-            tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason,
+            tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, rejections=rejections, checks=checks,
+            commit=commit.sha[:7] if commit else "",
         ))
     total = Meter.from_events(calls)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,
         head_commit=head, tasks=tasks, tokens=total.tokens, cost_usd=total.cost_usd,
-        unpriced_calls=total.unpriced_calls, wall_seconds=wall_seconds(events, now or utc_now()),
+        unpriced_calls=total.unpriced_calls, wall_seconds=running_seconds(events),
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
+        runs=sum(e["type"] == "session_started" for e in events),
     )
 
 

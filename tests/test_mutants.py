@@ -1,0 +1,157 @@
+"""Behaviours a mutation run (scripts/mutate.py) showed no other test would notice losing:
+each test here turns red when one line of outcomes, recovery, redaction, accounting, the
+sandbox or gitops is changed. Real repos, real `tilth` processes, the fake model server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import uuid
+
+import pytest
+
+from conftest import git, task, wait_for_pause
+from fake_openai import FakeOpenAI, reply
+
+AGENT = "git -c user.name=agent -c user.email=agent@example.com"
+REJECT = {"verdict": "reject", "category": "half_finished", "concern": "not yet", "next_step": "finish"}
+
+
+def call(tool: str, **args) -> tuple[str, str]:
+    return tool, json.dumps(args)
+
+
+def case(summary: str) -> tuple[str, str]:
+    return call("submit_case", summary=summary, criteria=[{"criterion": "T-1 is done", "evidence": "x"}])
+
+
+def verdict(decision: str, concern: str = "") -> tuple[str, str]:
+    return call("submit_verdict", verdict=decision, category="none" if decision == "accept" else "acceptance_gap",
+                concern=concern, evidence=[], next_step="" if decision == "accept" else "fix it")
+
+
+def test_registered_keys_of_any_shape_are_redacted_from_every_file_and_prompt(sandbox):
+    # Neither key matches a secret pattern: only registering the keys keeps them out.
+    worker_key, evaluator_key = f"wk{uuid.uuid4().hex}", f"ek{uuid.uuid4().hex}"
+    with FakeOpenAI() as server:
+        server.enqueue("worker", reply(tool_calls=[case(f"called with {worker_key}")]),
+                       reply(tool_calls=[case("second try")]))
+        server.enqueue("evaluator", reply(tool_calls=[verdict("reject", f"the keys were {worker_key} {evaluator_key}")]),
+                       reply(tool_calls=[verdict("accept")]))
+        env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": worker_key, "TILTH_WORKER_MODEL": "worker",
+               "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_EVALUATOR_API_KEY": evaluator_key,
+               "TILTH_RETRY_BASE_DELAY": "0"}
+        prd = sandbox.write_json("prd.json", [task("T-1")])
+        result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
+                               env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        redacted = []
+        for path in sandbox.session_dir("s1").rglob("*"):
+            if path.is_file():
+                text = path.read_text(errors="replace")
+                assert worker_key not in text and evaluator_key not in text, path
+                if "[redacted]" in text:
+                    redacted.append(path.name)
+        assert {"T-1.jsonl", "events.jsonl"} <= set(redacted), redacted
+        assert "[redacted] [redacted]" in sandbox.ledger("s1", "T-1")[0]["verdict"]["concern"]
+        retry = [r["body"] for r in server.requests if r["body"] and r["body"]["model"] == "worker"][-1]
+        assert worker_key not in json.dumps(retry) and "[redacted]" in json.dumps(retry)
+        assert {r["headers"]["authorization"] for r in server.requests} == {f"Bearer {worker_key}",
+                                                                          f"Bearer {evaluator_key}"}
+
+
+@pytest.mark.parametrize("point, scenario, code", [
+    ("before_commit", {}, 0),
+    ("before_failed_commit", {"T-2": [{"verdict": REJECT}]}, 1),
+])
+def test_a_branch_moved_after_the_verdict_is_set_back_before_the_task_commit(sandbox, point, scenario, code):
+    """The branch moves between staging and the commit (here while the run is paused there)."""
+    plan = sandbox.write_json("p.json", [task("T-1"), task("T-2")])
+    steps = {"T-1": [{"write": {"one.txt": "1\n"}}], "T-2": [{"write": {"two.txt": "2\n"}}]}
+    for tid, extra in scenario.items():
+        steps[tid] = [{**steps[tid][0], **extra[0]}]
+    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                         "scripted", "--foreground", "--scenario", str(sandbox.write_json("sc.json", {"tasks": steps})),
+                         env={"TILTH_TEST_PAUSE_AT": f"{point}@T-2", "TILTH_MAX_ITERATIONS_PER_TASK": "1"})
+    wait_for_pause(proc, point)
+    t1 = git(sandbox.repo, "rev-parse", "session/s1").strip()
+    base = git(sandbox.repo, "rev-parse", "main").strip()
+    git(sandbox.repo, "update-ref", "refs/heads/session/s1", base)
+    proc.send_signal(signal.SIGUSR1)
+    assert proc.wait(timeout=60) == code, proc.stderr.read()
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
+    assert git(sandbox.repo, "rev-parse", "session/s1~1").strip() == t1
+    assert git(sandbox.repo, "show", "session/s1:two.txt") == "2\n"
+    repaired = [e for e in sandbox.events("s1") if e["type"] == "branch_repaired"]
+    assert [(e["task"], e["data"]["was"], e["data"]["restored"]) for e in repaired] == [("T-2", base, t1)]
+
+
+def test_every_outcome_is_announced_with_its_commit(sandbox):
+    """The printed line, the events and the post_task hook all name the commit of each outcome."""
+    log = sandbox.root / "post_task.log"
+    hooks = sandbox.home / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "post_task").write_text(f"#!/usr/bin/env bash\ncat >> {log}; echo >> {log}\n")
+    (hooks / "post_task").chmod(0o755)
+    scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1\n"}}], "T-2": [{"write": {"two.txt": "2\n"},
+                                                                          "verdict": REJECT}]}}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_MAX_ITERATIONS_PER_TASK": "1"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    done, failed = (c["sha"] for c in sandbox.commits("s1"))
+    assert f"[T-1] done: commit {done[:7]}" in result.stdout
+    assert f"[T-2] FAILED placeholder {failed[:7]}" in result.stdout
+    shas = {(e["type"], e["task"]): e["data"]["sha"] for e in sandbox.events("s1")
+            if e["type"] in ("commit", "task_done", "failed_commit", "task_failed")}
+    assert shas == {("commit", "T-1"): done, ("task_done", "T-1"): done,
+                    ("failed_commit", "T-2"): failed, ("task_failed", "T-2"): failed}
+    payloads = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    assert [(p["task"], p["outcome"], p["commit"]) for p in payloads] == [("T-1", "done", done),
+                                                                         ("T-2", "failed", failed)]
+
+
+def test_agent_commits_left_by_a_killed_run_are_folded_on_resume(sandbox):
+    """Unconfined, the agent commits twice; the run is killed before tilth stages, so the
+    commits are still on the branch when the next run starts."""
+    once = sandbox.root / "committed-once"  # the retry makes no commits of its own
+    commits = f"test -e {once} || ({AGENT} add -A && {AGENT} commit -qm 'agent one' && echo 2 > b.txt && " \
+              f"{AGENT} add -A && {AGENT} commit -qm 'agent two' && touch {once})"
+    scenario = {"tasks": {"T-1": [{"write": {"a.txt": "1\n"}, "run": [commits]}]}}
+    plan = sandbox.write_json("p.json", [task("T-1")])
+    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                         "scripted", "--foreground", "--scenario", str(sandbox.write_json("sc.json", scenario)),
+                         env={"TILTH_TEST_PAUSE_AT": "worker@T-1", "TILTH_SANDBOX": "off"})
+    wait_for_pause(proc, "worker")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    base = git(sandbox.repo, "rev-parse", "main").strip()
+    left = git(sandbox.repo, "rev-list", f"{base}..session/s1").split()
+    assert len(left) == 2, "the killed run left the agent's two commits on the branch"
+
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env={"TILTH_SANDBOX": "off"})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1"]
+    assert git(sandbox.repo, "rev-parse", "session/s1~1").strip() == base
+    assert git(sandbox.repo, "show", "session/s1:b.txt") == "2\n"
+    folded = [e for e in sandbox.events("s1") if e["type"] == "worker_commits_folded"]
+    assert [(e["task"], sorted(e["data"]["shas"]), e["data"]["onto"]) for e in folded] == [(None, sorted(left), base)]
+
+
+def test_an_accept_after_a_reject_is_committed_not_redone_after_a_kill(sandbox):
+    """Killed between the second attempt's accept and its commit: recovery commits that
+    attempt (the ledger's last entry), it does not retry the task."""
+    scenario = {"tasks": {"T-1": [{"write": {"one.txt": "draft\n"}, "verdict": REJECT},
+                                  {"write": {"one.txt": "final\n"}}]}}
+    plan = sandbox.write_json("p.json", [task("T-1")])
+    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                         "scripted", "--foreground", "--scenario", str(sandbox.write_json("sc.json", scenario)),
+                         env={"TILTH_TEST_PAUSE_AT": "before_commit@T-1"})
+    wait_for_pause(proc, "before_commit")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed = sandbox.tilth("resume", "s1", "--foreground")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [(c["task"], c["iterations"]) for c in sandbox.commits("s1")] == [("T-1", "2")]
+    assert git(sandbox.repo, "show", "session/s1:one.txt") == "final\n"
+    assert [e["verdict"]["verdict"] for e in sandbox.ledger("s1", "T-1")] == ["reject", "accept"]
+    recovered = [(e["task"], e["iter"]) for e in sandbox.events("s1") if e["type"] == "accepted_committed"]
+    assert recovered == [("T-1", 2)]
