@@ -83,11 +83,17 @@ def test_the_commit_holds_exactly_the_tree_the_evaluator_judged(sandbox):
     assert sorted(git(worktree, "status", "--porcelain").splitlines()) == [" M judged.txt", "?? late.txt"]
 
 
-def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
+def paused_start(sandbox, point: str, task_id: str):
+    """`tilth start` of T-1, T-2 (scripted), held at `point` of `task_id`."""
     proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd",
                          str(sandbox.write_json("p.json", [task("T-1"), task("T-2")])), "--id", "s1", "--backend",
-                         "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "after_status@T-1"})
-    wait_for_pause(proc, "after_status")
+                         "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": f"{point}@{task_id}"})
+    wait_for_pause(proc, point)
+    return proc
+
+
+def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
+    proc = paused_start(sandbox, "after_status", "T-1")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 3
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "pending"}
@@ -146,10 +152,7 @@ def test_no_path_touches_the_users_branch_or_working_tree(sandbox, tmp_path):
 
 
 def test_git_locks_left_by_a_killed_writer_are_cleared_on_resume(sandbox):
-    proc = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd",
-                         str(sandbox.write_json("p.json", [task("T-1"), task("T-2")])), "--id", "s1", "--backend",
-                         "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "worker@T-2"})
-    wait_for_pause(proc, "worker")
+    proc = paused_start(sandbox, "worker", "T-2")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     # What a writer killed mid-update leaves behind: the worktree's index lock and the branch's ref lock.

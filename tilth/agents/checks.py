@@ -1,5 +1,6 @@
 """Deterministic checks: commands (e.g. `pytest -q`) run in the worktree before each
-evaluation. Their results go to the evaluator, and a failing check can never be accepted."""
+evaluation. Their results go to the evaluator, and a failing check can never be accepted;
+nor can an empty diff, unless the task allows it."""
 
 from __future__ import annotations
 
@@ -50,3 +51,13 @@ def enforce_checks(verdict: Verdict, checks: list[CheckResult]) -> Verdict:
                    concern=f"The evaluator accepted, but required checks failed: {names}.",
                    evidence=[c.output_tail[-500:] for c in failing],
                    next_step="Make the failing checks pass.")
+
+
+def enforce_change(verdict: Verdict, empty_diff: bool, allow_empty: bool) -> Verdict:
+    """An accepted empty diff would commit nothing, so the task would be "done" with no work."""
+    if not verdict.accepted or not empty_diff or allow_empty:
+        return verdict
+    return Verdict(verdict="reject", category="no_change",
+                   concern="The evaluator accepted, but the diff is empty: nothing would be committed.",
+                   next_step="Make the changes the task asks for in the worktree (or mark the task "
+                             "`allow_empty` in the plan if it needs no change).")

@@ -10,7 +10,7 @@ from typing import Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
-from tilth.agents.checks import enforce_checks, run_checks
+from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
@@ -198,6 +198,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     diff = staged_diff(ws.repo)
     summary = describe_diff(diff)
     verdict = NO_CASE if case is None else evaluate(run, task, iteration, history, case, diff.patch or "", summary)
+    verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,

@@ -49,6 +49,9 @@ class Task(BaseModel):
     description: str
     acceptance_criteria: Annotated[list[NonEmpty], Field(min_length=1)]
     status: TaskStatus = TaskStatus.pending
+    allow_empty: bool = False
+    """The task may be accepted with no change to the files (e.g. a check that needs no edit);
+    otherwise an accepted empty diff is rejected as `no_change`."""
 
 
 _tasks_adapter = TypeAdapter(list[Task])
