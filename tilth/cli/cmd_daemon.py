@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from tilth.cli.pick import ID_HELP, pick_session
+
 from tilth.daemon import control
 from tilth.daemon.handoff import Handed, stop_session, submit
 from tilth.daemon.supervisor import RESCAN_S
@@ -75,12 +77,13 @@ def daemon_status(home) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    print(stop_session(session_paths(args.id), now=args.now))
+    paths, _ = pick_session(args.id)
+    print(stop_session(paths, now=args.now))
     return 0
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
-    sessions = [session_paths(i) for i in args.ids]
+    sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]
     waiting = [p.id for p in sessions if load_session(p).state == SessionState.queued]
     if waiting and control.running_pid(tilth_home()) is None:
         print(f"tilth: no supervisor is running, so queued {', '.join(waiting)} will not start; "
@@ -89,14 +92,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    try:
-        return logs(session_paths(args.id), args.follow, lambda line: print(line, flush=True), last=args.lines,
-                    everything=args.all)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:  # `tilth logs ID | head`: the reader has gone, which is fine
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    paths, _ = pick_session(args.id)
+    return logs(paths, args.follow, lambda line: print(line, flush=True), last=args.lines, everything=args.all)
 
 
 def _count(text: str) -> int:
@@ -117,17 +114,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     daemon.set_defaults(handler=cmd_daemon)
 
     stop = sub.add_parser("stop", help="stop a session after its current iteration (resumable)")
-    stop.add_argument("id")
+    stop.add_argument("id", nargs="?", help=ID_HELP)
     stop.add_argument("--now", action="store_true", help="kill it now instead (resume recovers the work)")
     stop.set_defaults(handler=cmd_stop)
 
     wait = sub.add_parser("wait", help="block until sessions end; exit 0 done, 1 failed, 3 stopped/crashed, 4 timeout")
-    wait.add_argument("ids", nargs="+", metavar="id")
+    wait.add_argument("ids", nargs="*", metavar="id", help="session ids (default: the most recent)")
     wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds (exit 4)")
     wait.set_defaults(handler=cmd_wait)
 
     logs_parser = sub.add_parser("logs", help="what a session did, one readable line per step")
-    logs_parser.add_argument("id")
+    logs_parser.add_argument("id", nargs="?", help=ID_HELP)
     logs_parser.add_argument("-f", "--follow", action="store_true", help="keep following until the session ends")
     logs_parser.add_argument("-n", "--lines", type=_count, default=None, metavar="N",
                              help="show only the last N lines (then follow, with -f)")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.config import load_settings
-from tilth.store.session import find_session
 from tilth.store.summary import SummarySettings, learnings_path, summary_path, write_summary
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    paths, _ = find_session(args.id)
+    paths, _ = pick_session(args.id)
     settings = load_settings(paths.home)
     before = summary_path(paths).stat().st_size if summary_path(paths).exists() else 0
     journal = paths.progress.stat().st_size if paths.progress.exists() else 0
@@ -22,7 +22,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_learnings(args: argparse.Namespace) -> int:
-    paths, _ = find_session(args.id)
+    paths, _ = pick_session(args.id)
     path = learnings_path(paths)
     print(path.read_text().strip() if path.exists() else f"no proposed learnings yet for {paths.id}")
     return 0
@@ -30,8 +30,8 @@ def cmd_learnings(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     summarize = sub.add_parser("summarize", help="regenerate a session's progress summary and print its size")
-    summarize.add_argument("id", nargs="?", help="session id (default: the most recent)")
+    summarize.add_argument("id", nargs="?", help=ID_HELP)
     summarize.set_defaults(handler=cmd_summarize)
     learnings = sub.add_parser("learnings", help="print the learnings proposed after each task")
-    learnings.add_argument("id", nargs="?", help="session id (default: the most recent)")
+    learnings.add_argument("id", nargs="?", help=ID_HELP)
     learnings.set_defaults(handler=cmd_learnings)

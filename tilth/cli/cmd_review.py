@@ -6,19 +6,17 @@ from __future__ import annotations
 import argparse
 
 from tilth.cli import retire, review
-from tilth.store.session import find_session
-
-ID_HELP = "session id (default: the most recent)"
+from tilth.cli.pick import ID_HELP, pick_session
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    _, record = find_session(args.id)
+    _, record = pick_session(args.id)
     print(review.push(record, args.remote).describe())
     return 0
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
-    paths, record = find_session(args.id)
+    paths, record = pick_session(args.id)
     opened = review.open_pr(paths, record, args.base, args.remote, args.web, echo=lambda line: print(line, flush=True))
     if not opened.via_gh:
         where = opened.compare_url or f"your forge, from {record.branch} into {opened.base}"
@@ -28,18 +26,18 @@ def cmd_pr(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    _, record = find_session(args.id)
+    _, record = pick_session(args.id)
     return review.show_diff(record)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    _, record = find_session(args.id)
+    _, record = pick_session(args.id)
     print("\n".join(review.log_lines(record)))
     return 0
 
 
 def cmd_cleanse(args: argparse.Namespace) -> int:
-    paths, _ = find_session(args.id)
+    paths, _ = pick_session(args.id)
     print(retire.cleanse(paths))
     return 0
 
@@ -54,7 +52,7 @@ def ask(question: str) -> bool:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    paths, _ = find_session(args.id)
+    paths, _ = pick_session(args.id)
     print(retire.reset(paths, confirm=(lambda _question: True) if args.yes else ask))
     return 0
 

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from tilth.cli.cmd_memory import register as register_memory
+from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.config import Settings, describe, load_settings, load_settings_with_sources
 from tilth.core.diskspace import is_disk_full, no_space
 from tilth.core.errors import BadInput, DiskFull, TilthError
@@ -23,7 +24,7 @@ from tilth.run.loop import run_session
 from tilth.run.stopflag import StopFlag
 from tilth.store.home import session_paths, tilth_home
 from tilth.store.redaction import redact_text
-from tilth.store.session import BackendChoice, SessionState, find_session, load_session, refuse_archived
+from tilth.store.session import BackendChoice, SessionState, load_session, refuse_archived
 from tilth.views.report import print_event
 from tilth.views.status import all_summaries, render_one, render_table, session_summary
 
@@ -61,10 +62,16 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     if args.at and args.foreground:
         raise BadInput("--at schedules a start for the supervisor; drop --foreground")
+    if args.id is not None and not args.id.strip():
+        raise BadInput("--id is empty; pass a session id, or leave --id out for a generated one")
+    prd = Path(args.prd).expanduser()
+    if prd.is_dir():
+        raise BadInput(f"--prd {prd} is a directory; pass the prd.json file inside it")
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
-    paths = create_session(Path(args.repo).expanduser(), Path(args.prd).expanduser(), args.id, args.base,
+    paths = create_session(Path(args.repo).expanduser(), prd, args.id, args.base,
                            backend_choice(args, settings), settings, args.check, notify=say)
+    print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
     if args.foreground:
         return run_foreground(paths.id, resume=False)
     return hand_over(paths, "start", resume=False, start_at=start_at)
@@ -80,6 +87,9 @@ def cmd_config(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tilth.daemon.handoff import still_queued
 
+    if args.at:
+        raise BadInput(f"`tilth run` runs a session now, in this process; to start it later use "
+                       f"`tilth start --at {args.at}`")
     if args.from_queue and not still_queued(session_paths(args.id)):
         print(f"session {args.id} is no longer queued; nothing to run")
         return 0
@@ -89,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from tilth.cli.cmd_daemon import hand_over
 
-    paths, record = find_session(args.id)
+    paths, record = pick_session(args.id)
     refuse_archived(record)
     if args.foreground:
         return run_foreground(paths.id, resume=True)
@@ -126,8 +136,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    try:
+        return installed_version("tilth")
+    except PackageNotFoundError:  # running from a source tree: the package's own attribute
+        return sys.modules["tilth"].__version__  # loaded before any of its modules
+
+
+class Commands(argparse._SubParsersAction):
+    """Subcommands whose one-line `help` in `tilth --help` is also the description in their own `-h`."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if kwargs.get("help") not in (None, argparse.SUPPRESS):
+            kwargs.setdefault("description", kwargs["help"])
+        return super().add_parser(name, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilth", description="Turn a task list into a reviewable git branch.")
+    parser.register("action", "parsers", Commands)
+    parser.add_argument("--version", action="version", version=f"tilth {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
@@ -145,25 +176,28 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(handler=cmd_start)
 
     run = sub.add_parser("run", help="run an existing session in this process")
-    run.add_argument("id")
+    run.add_argument("id", help="session id")
     run.add_argument("--resume", action="store_true", help="run it as `tilth resume` does (unwind a FAILED placeholder)")
     run.add_argument("--from-queue", action="store_true", help=argparse.SUPPRESS)
+    run.add_argument("--at", help=argparse.SUPPRESS)  # refused in one line: scheduling is `tilth start --at`
     run.set_defaults(handler=cmd_run)
 
     resume = sub.add_parser("resume", help="reconcile with the branch, unwind a FAILED placeholder, continue")
-    resume.add_argument("id", nargs="?", help="session id (default: the most recent)")
+    resume.add_argument("id", nargs="?", help=ID_HELP)
     resume.add_argument("--foreground", action="store_true",
                         help="run the session in this process (default: hand it to the supervisor)")
     resume.set_defaults(handler=cmd_resume)
 
     status = sub.add_parser("status", help="all sessions, or one with its tasks")
-    status.add_argument("id", nargs="?")
+    status.add_argument("id", nargs="?", help="show this session and its tasks (default: every session)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(handler=cmd_status)
 
     config = sub.add_parser("config", help="the resolved configuration and where each value came from")
     config.set_defaults(handler=cmd_config)
     register_memory(sub)
+    from tilth.cli.cmd_plan import register as register_plan
+    register_plan(sub)
     from tilth.cli.cmd_review import register as register_review
     register_review(sub)
     from tilth.cli.cmd_daemon import register as register_daemon
@@ -176,9 +210,19 @@ def say(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        args = build_parser().parse_args(argv)
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that has gone shows up here, not at interpreter exit
+        return code
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except BrokenPipeError:
+        # `tilth status | head -1`: the reader has gone, which is fine. Point stdout at devnull
+        # so the flush at exit cannot raise again (the recipe in Python's `signal` docs).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except TilthError as exc:
         say(str(exc))
         return exc.exit_code
