@@ -81,11 +81,16 @@ def _halves(text: str) -> list[str]:
 
 
 class FakeOpenAI:
-    def __init__(self) -> None:
+    def __init__(self, models: list[str] | None = None, api_key: str | None = None) -> None:
+        """`models`: serve exactly these, as OpenAI does (`GET /v1/models/<id>` answers 404
+        `model_not_found` for any other); default: list the scripted models, no `/models/<id>`.
+        `api_key`: answer 401 `invalid_api_key` to any request without it."""
         self.requests: list[dict] = []
         self.base_url = ""
         self._queues: dict[str | None, deque[Response]] = defaultdict(deque)
-        self._models: list[str] = []
+        self._models: list[str] = list(models or [])
+        self._fixed_models = models is not None
+        self._api_key = api_key
         self._handler: Callable[[dict], Response] | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -97,7 +102,7 @@ class FakeOpenAI:
     def enqueue(self, model: str | None, *responses: Response) -> None:
         with self._lock:
             self._queues[model].extend(responses)
-            if model is not None and model not in self._models:
+            if model is not None and model not in self._models and not self._fixed_models:
                 self._models.append(model)
 
     def set_handler(self, fn: Callable[[dict], Response]) -> None:
@@ -222,16 +227,38 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _key_refused(self) -> bool:
+        key = self.server.fake._api_key
+        if key is None or self.headers.get("authorization") == f"Bearer {key}":
+            return False
+        self._send(401, json.dumps({"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                                              "param": None, "code": "invalid_api_key"}}).encode())
+        return True
+
     def do_GET(self) -> None:
+        fake = self.server.fake
         self._record()
-        if urlsplit(self.path).path.rstrip("/") != "/v1/models":
+        if self._key_refused():
+            return
+        path = urlsplit(self.path).path.rstrip("/")
+        model = path.removeprefix("/v1/models/") if path.startswith("/v1/models/") else None
+        if model is not None and fake._fixed_models:
+            if model not in fake._models:
+                message = f"The model `{model}` does not exist or you do not have access to it."
+                return self._send(404, json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                                             "param": None, "code": "model_not_found"}}).encode())
+            return self._send(200, json.dumps({"id": model, "object": "model", "created": 0,
+                                               "owned_by": "fake"}).encode())
+        if path != "/v1/models":
             return self._send(404, _error_body(f"fake server: no route GET {self.path}"))
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.server.fake._models]
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake._models]
         self._send(200, json.dumps({"object": "list", "data": data}).encode())
 
     def do_POST(self) -> None:
         fake = self.server.fake
         body = self._record()
+        if self._key_refused():
+            return
         if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
             return self._send(404, _error_body(f"fake server: no route POST {self.path}"))
         r = fake._pick(body)

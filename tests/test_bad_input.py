@@ -114,7 +114,7 @@ def test_unknown_session_and_resume_without_sessions(sandbox):
 
 def test_plan_broken_mid_run_stops_the_session_resumably(sandbox):
     prd = sandbox.session_dir("s1") / "prd.json"
-    scenario = {"tasks": {"T-1": [{"run": [f"echo '[oops' > {prd}"]}]}}
+    scenario = {"tasks": {"T-1": [{"run": [f"echo '[oops' > {prd}"], "write": {"t.txt": "t\n"}}]}}
     # The scenario plays the user editing prd.json, which no sandboxed command can reach.
     result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_SANDBOX": "off"})
     assert result.returncode == 2 and "now invalid" in result.stderr

@@ -303,7 +303,8 @@ def test_escape_attempts_fail_and_leave_no_harm_with_the_network_off(sandbox, mo
     assert "reached" not in results[7] and ("refused" in results[7] or "unreachable" in results[7]), results[7]
     # The harm is absent, whatever the commands printed.
     assert not [p for p in outside if p.exists()]
-    assert [r["path"] for r in server.requests if r["body"] is None] == [], "the agent reached no endpoint"
+    first_call = next(i for i, r in enumerate(server.requests) if r["body"] is not None)  # after the start's preflight
+    assert [r["path"] for r in server.requests[first_call:] if r["body"] is None] == [], "the agent reached no endpoint"
     assert subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode == 1, "no process survived"
     assert (common / "config").read_bytes() == config_before and _tree_digest(common / "hooks") == hooks_before
     assert git(sandbox.repo, "rev-parse", "main") == main_before

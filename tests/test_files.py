@@ -77,7 +77,7 @@ def test_every_emitted_event_in_a_session_is_documented_with_the_right_shape(san
         if not module.name.endswith("__main__"):
             importlib.import_module(module.name)
 
-    scenario = {"tasks": {"T-1": [{"verdict": {"verdict": "reject"}}, {}]}}
+    scenario = {"tasks": {"T-1": [{"verdict": {"verdict": "reject"}}, {"write": {"{task}.txt": "x\n"}}]}}
     assert sandbox.start("s1", [task("T-1")], scenario).returncode == 0
     events = sandbox.events("s1")
     assert {e["type"] for e in events} >= {"session_created", "session_started", "task_started", "verdict",

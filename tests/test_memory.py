@@ -32,7 +32,7 @@ def conventions_repo(sandbox, files):
 
 def test_worker_channels_in_order_with_memory_load_events(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Use tabs.\n", "CLAUDE.md": "Prefer pathlib.\n"})
-    scenario = {"tasks": {"T-1": [{"notes": {"layout": "Entry point is main.py\nmore detail"},
+    scenario = {"tasks": {"T-1": [{"notes": {"layout": "Entry point is main.py\nmore detail"}, "write": {"{task}.txt": "x\n"},
                                    "learnings": ["Run tests with make check"]}]}}
     assert sandbox.start("s1", [task("T-1", "First"), task("T-2", "Second"), task("T-3", "Third")], scenario).returncode == 0
     prompt = prompts(sandbox, "worker", "T-2")[0]
@@ -68,7 +68,7 @@ def test_each_channel_is_capped_with_a_visible_marker(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "rule " * 5000})
     env = {"TILTH_CONVENTIONS_CHARS": "500", "TILTH_PLAN_CHARS": "200"}
     plan = [task(f"T-{i:02d}", f"A fairly descriptive task title number {i}") for i in range(1, 13)]
-    assert sandbox.start("s1", plan, {"default": [{}]}, env=env).returncode == 0
+    assert sandbox.start("s1", plan, {"default": [{"write": {"{task}.txt": "x\n"}}]}, env=env).returncode == 0
     prompt = prompts(sandbox, "worker", "T-06")[0]
     assert "[... conventions truncated: " in prompt
     assert "earlier tasks not shown ...]" in prompt and "later tasks not shown ...]" in prompt
@@ -78,7 +78,7 @@ def test_each_channel_is_capped_with_a_visible_marker(sandbox):
 
 
 def test_retry_prompts_carry_the_previous_verdict_to_worker_and_evaluator(sandbox):
-    scenario = {"tasks": {"T-1": [{"verdict": REJECT}, {}]}}
+    scenario = {"tasks": {"T-1": [{"verdict": REJECT}, {"write": {"{task}.txt": "x\n"}}]}}
     assert sandbox.start("s1", [task("T-1")], scenario).returncode == 0
     first, second = prompts(sandbox, "worker", "T-1")
     assert "edge case X untested" not in first
@@ -91,7 +91,7 @@ def test_retry_prompts_carry_the_previous_verdict_to_worker_and_evaluator(sandbo
 def test_summary_replaces_a_longer_journal_and_is_regenerated_when_stale(sandbox):
     plan = [task(f"T-{i:02d}", f"Task {i}") for i in range(1, 26)]
     env = {"TILTH_SUMMARY_RECENT_TASKS": "1", "TILTH_SUMMARY_LEARNINGS": "2", "TILTH_SUMMARY_TABLE_ROWS": "3"}
-    scenario = {"default": [{"learnings": ["Keep functions small", "keep functions small!"]}]}
+    scenario = {"default": [{"learnings": ["Keep functions small", "keep functions small!"], "write": {"{task}.txt": "x\n"}}]}
     assert sandbox.start("s1", plan, scenario, env=env).returncode == 0
     assert "Recent outcomes:" in prompts(sandbox, "worker", "T-03")[0]
     late = prompts(sandbox, "worker", "T-25")[0]
@@ -116,7 +116,7 @@ def test_summary_replaces_a_longer_journal_and_is_regenerated_when_stale(sandbox
 
 def test_learnings_are_proposed_per_task_and_never_touch_agents_md(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Rules.\n"})
-    scenario = {"tasks": {"T-1": [{"learnings": ["The CLI lives in app/cli.py"]}], "T-2": [{}]}}
+    scenario = {"tasks": {"T-1": [{"learnings": ["The CLI lives in app/cli.py"], "write": {"{task}.txt": "x\n"}}], "T-2": [{"write": {"{task}.txt": "x\n"}}]}}
     assert sandbox.start("s1", [task("T-1", "Add CLI"), task("T-2")], scenario).returncode == 0
     text = (sandbox.session_dir("s1") / "proposed-learnings.md").read_text()
     assert "## From T-1 — Add CLI\n- The CLI lives in app/cli.py" in text and "From T-2" not in text
@@ -130,8 +130,8 @@ def test_learnings_are_proposed_per_task_and_never_touch_agents_md(sandbox):
 
 def test_no_worker_prompt_mentions_harness_mechanics(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Rules.\n"})
-    scenario = {"tasks": {"T-1": [{"verdict": REJECT, "notes": {"n": "note"}}, {"learnings": ["x"]}]},
-                "default": [{"learnings": ["y"]}]}
+    scenario = {"tasks": {"T-1": [{"verdict": REJECT, "notes": {"n": "note"}}, {"learnings": ["x"], "write": {"{task}.txt": "x\n"}}]},
+                "default": [{"learnings": ["y"], "write": {"{task}.txt": "x\n"}}]}
     env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_SUMMARY_RECENT_TASKS": "0", "TILTH_SUMMARY_LEARNINGS": "1",
            "TILTH_SUMMARY_TABLE_ROWS": "3"}
     plan = [task(f"T-{i}") for i in range(1, 26)]

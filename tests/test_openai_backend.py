@@ -90,7 +90,7 @@ def test_whole_task_through_worker_tools_and_evaluator(sandbox, fake, model_env)
 
 def test_transient_faults_are_retried_and_each_attempt_is_an_event(sandbox, fake, model_env):
     fake.enqueue("worker", fault(429, headers={"Retry-After": "0"}), fault(503), drop(), raw(200, b"{}"),
-                 raw(200, b'{"error": {"message": "overloaded"}}'), reply(tool_calls=[case()]))
+                 raw(200, b'{"error": {"message": "overloaded"}}'), reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
     result = start(sandbox, model_env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -106,7 +106,7 @@ def test_persistent_failure_stops_resumably(sandbox, fake, model_env):
     assert result.returncode == 3, result.stderr
     assert "worker model (worker) call failed after 3 attempt(s)" in result.stderr
     assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
-    fake.enqueue("worker", reply(tool_calls=[case()]))
+    fake.enqueue("worker", reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
     assert sandbox.tilth("resume", "s1", "--foreground", env=env).returncode == 0
     assert len(sandbox.commits("s1")) == 1
@@ -125,7 +125,7 @@ def test_malformed_arguments_unknown_tools_and_length_cutoffs_reach_the_model(sa
                  reply(tool_calls=[("launch_rockets", "{}")]),
                  reply(content="Let me think about this at great", finish_reason="length"),
                  reply(tool_calls=[call("read_file", path="../../etc/passwd")]),
-                 reply(tool_calls=[case()]))
+                 reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
     result = start(sandbox, model_env)
     assert result.returncode == 0, result.stderr
@@ -138,7 +138,7 @@ def test_malformed_arguments_unknown_tools_and_length_cutoffs_reach_the_model(sa
 
 
 def test_step_cap_without_a_case_is_a_no_case_rejection(sandbox, fake, model_env):
-    fake.enqueue("worker", *[reply(tool_calls=[call("list_files")])] * 2, reply(tool_calls=[case()]))
+    fake.enqueue("worker", *[reply(tool_calls=[call("list_files")])] * 2, reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
     env = {**model_env, "TILTH_WORKER_MAX_STEPS": "2"}
     assert start(sandbox, env).returncode == 0
@@ -149,7 +149,7 @@ def test_step_cap_without_a_case_is_a_no_case_rejection(sandbox, fake, model_env
 
 
 def test_unparseable_verdicts_are_retried_then_recorded_as_parse_failed(sandbox, fake, model_env):
-    fake.enqueue("worker", reply(tool_calls=[case()]), reply(tool_calls=[case()]))
+    fake.enqueue("worker", reply(tool_calls=[WRITE, case()]), reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(content="Looks fine to me."),
                  reply(tool_calls=[("submit_verdict", '{"verdict": "maybe"}')]),
                  reply(content="still no"),
@@ -180,7 +180,7 @@ def test_a_failing_check_can_never_be_accepted(sandbox, fake, model_env):
 
 
 def test_spend_cap_stops_between_iterations_and_resumes_when_raised(sandbox, fake, model_env):
-    fake.enqueue("worker", reply(tool_calls=[case()], cost=0.4), reply(tool_calls=[case()]))
+    fake.enqueue("worker", reply(tool_calls=[WRITE, case()], cost=0.4), reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict("reject")], cost=0.4), reply(tool_calls=[verdict()]))
     env = {**model_env, "TILTH_MAX_SPEND_USD": "0.5"}
     result = start(sandbox, env)
@@ -260,7 +260,7 @@ def test_config_shows_sources_and_masks_keys(sandbox):
 def test_notes_tools_and_nothing_sent_to_the_worker_model_names_harness_files(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[call("note_write", name="layout", text="Entry: main.py\nmore")]),
                  reply(tool_calls=[call("note_read", name="layout"), call("note_read", name="../escape")]),
-                 reply(tool_calls=[case()]), reply(content="- Tests live in tests/"))
+                 reply(tool_calls=[WRITE, case()]), reply(content="- Tests live in tests/"))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
     assert start(sandbox, model_env).returncode == 0
     assert (sandbox.session_dir("s1") / "kb" / "layout.md").read_text() == "Entry: main.py\nmore"
@@ -279,12 +279,15 @@ def test_make_demo_uses_the_model_when_base_url_is_set(tmp_path, fake):
     import subprocess
     import sys
 
+    written: list[int] = []
+
     def answer(body):
         names = {t["function"]["name"] for t in body.get("tools", [])}
         if "submit_verdict" in names:
             return reply(tool_calls=[verdict()])
         if "submit_case" in names:
-            return reply(tool_calls=[case()])
+            written.append(len(written))  # one new file per task: each task's diff is non-empty
+            return reply(tool_calls=[call("write_file", path=f"demo-{len(written)}.txt", content="x\n"), case()])
         return reply(content="NONE")
 
     fake.set_handler(answer)

@@ -36,7 +36,8 @@ def test_keys_of_any_shape_never_reach_a_file_an_event_or_the_model(sandbox, ser
     worker_key, evaluator_key = f"wk{uuid.uuid4().hex}", f"ek{uuid.uuid4().hex}"
     server.enqueue("worker",
                    fault(400, {"error": {"message": f"invalid request for key {worker_key}", "type": "bad"}}))
-    server.enqueue("worker", reply(tool_calls=[SUBMIT]), reply(tool_calls=[SUBMIT]))
+    write = call("write_file", path="x.txt", content="x\n")
+    server.enqueue("worker", reply(tool_calls=[write, SUBMIT]), reply(tool_calls=[write, SUBMIT]))
     server.enqueue("evaluator", reply(tool_calls=[verdict("reject", f"your evaluator key is {evaluator_key}")]),
                    reply(tool_calls=[verdict("accept")]))
     env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": worker_key, "TILTH_WORKER_MODEL": "worker",
@@ -56,8 +57,10 @@ def test_keys_of_any_shape_never_reach_a_file_an_event_or_the_model(sandbox, ser
             assert worker_key not in text and evaluator_key not in text, path
             redacted += "[redacted]" in text
     assert redacted >= 2, "the provider error and the evaluator's concern were both written, redacted"
-    sent = {(r["body"] or {}).get("model"): r["headers"]["authorization"] for r in server.requests}
+    sent = {r["body"].get("model"): r["headers"]["authorization"] for r in server.requests if r["body"]}
     assert sent == {"worker": f"Bearer {worker_key}", "evaluator": f"Bearer {evaluator_key}"}
+    checked = {r["headers"]["authorization"] for r in server.requests if r["path"] == "/v1/models"}
+    assert checked == {f"Bearer {worker_key}", f"Bearer {evaluator_key}"}, "the start's preflight, each with its key"
     for request in server.requests:
         body = json.dumps(request["body"])
         assert worker_key not in body and evaluator_key not in body

@@ -139,6 +139,9 @@ def pr_body(t: SessionTally) -> str:
         names = ", ".join(f"{task.id} ({task.outcome})" for task in unfinished)
         lines.append(f"**Not finished yet:** {names}. Continue with `{resume_command(t.id)}`.")
         lines.append("")
+    if t.reason:
+        lines.append(f"**The session ended {t.state}:** {_cell(t.reason, 300)}")
+        lines.append("")
     base = t.base_commit[:7]
     lines.append(f"Tasks from tilth session `{t.id}`, one commit per task on `{t.branch}` (base `{base}`).")
     lines.append("")

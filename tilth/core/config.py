@@ -111,6 +111,10 @@ class Settings(BaseModel):
     """First backoff delay in seconds; doubles per retry, with jitter."""
     retry_max_delay: float = Field(60.0, ge=0)
     """Upper bound on any single wait, Retry-After included."""
+    preflight: bool = True
+    """`tilth start` with the `openai` backend first asks each model endpoint for its model list
+    (one short request, no retries) and refuses to create anything when it is unreachable, rejects
+    the key or does not know the model."""
     sandbox: Literal["auto", "bwrap", "off"] = "auto"
     """Confine the agent's commands: `auto` (bubblewrap when it works here), `bwrap` (required), `off`."""
     agent_network: Literal["on", "off"] = "on"

@@ -17,6 +17,7 @@ from typing import Callable
 import pygit2
 
 from tilth.agents.accounting import Meter
+from tilth.agents.preflight import preflight
 from tilth.agents.protocol import make_backend
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
@@ -69,6 +70,8 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     if base_rev is None:
         check_checkout(repo)
     base = resolve_commit(repo, base_rev or "HEAD")
+    if backend.name == "openai" and settings.preflight:
+        preflight(settings)
     branch = f"session/{paths.id}"
 
     ensure_home(paths.home)

@@ -91,7 +91,7 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
             raise
         except BaseException as exc:
             if (stopped := stop_reason(exc, paths, run.ws.record.repo)) is None:
-                set_state(paths, SessionState.crashed, pid=None)
+                set_state(paths, SessionState.crashed, pid=None, reason=crash_reason(exc))
                 raise
             stop_after(run, stopped)
             raise stopped from None
@@ -134,10 +134,17 @@ def stop_after(run: Run, reason: TilthError) -> None:
 
 def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
     paths, events = run.ws.paths, run.ws.events
-    set_state(paths, state, pid=None)
+    set_state(paths, state, pid=None, reason=reason or None)
     events.emit("session_end", state=state.value, exit_code=exit_code, reason=reason)
     run.hooks.run("session_end", None, None, state=state.value)
     events.emit("session_report", text=record_report(paths))
+
+
+def crash_reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"crashed: {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, events: EventLog) -> tuple[str, ...]:
@@ -159,8 +166,10 @@ def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     except StopRequested as stop:
         return SessionState.stopped, str(stop) or "stop requested"
     plan = load_current_plan(run.ws.paths.prd)
-    failed = any(t.status == TaskStatus.failed for t in plan)
-    return (SessionState.failed, "a task failed") if failed else (SessionState.done, "")
+    failed = [t.id for t in plan if t.status == TaskStatus.failed]
+    if not failed:
+        return SessionState.done, ""
+    return SessionState.failed, f"task{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed"
 
 
 def pick_next(run: Run) -> Task | None:

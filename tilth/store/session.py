@@ -47,6 +47,8 @@ class SessionRecord(BaseModel):
     worktree: str
     """Absolute path of the git worktree (outside the session dir)."""
     state: SessionState = SessionState.queued
+    reason: str | None = None
+    """Why the last run ended `stopped`, `crashed` or `failed` (one line); cleared when a run starts."""
     backend: BackendChoice
     created: str
     updated: str
@@ -80,10 +82,13 @@ def save_session(paths: SessionPaths, record: SessionRecord) -> None:
     write_json(paths.session_json, record.model_dump(mode="json"))
 
 
-def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None) -> SessionRecord:
+def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None,
+              reason: str | None = None) -> SessionRecord:
+    """Every state change carries its own reason (none unless given), so an old one never lingers."""
     record = load_session(paths)
     record.state = state
     record.pid = pid
+    record.reason = reason
     save_session(paths, record)
     return record
 

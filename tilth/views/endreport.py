@@ -37,7 +37,7 @@ def build_report(paths: SessionPaths) -> str:
     head = t.head_commit[:7] if t.head_commit else "(worktree gone)"
     unpriced = f" ({t.unpriced_calls} model calls without a price)" if t.unpriced_calls else ""
     lines = [
-        f"Session {t.id}: {t.state}",
+        f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""),
         f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed",
     ]
     lines += task_table(t) if t.tasks else []

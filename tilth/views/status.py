@@ -71,8 +71,16 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "pid": holder.get("pid") if holder else None,
         "supervised": record.supervised,
         "start_at": record.start_at,
+        "reason": _reason(record, state),
         **activity(read_events(paths.events), live=state == SessionState.running),
     }
+
+
+def _reason(record: SessionRecord, state: str) -> str | None:
+    """A runner killed outright (kill -9, power loss) never wrote why; say what is known."""
+    if state == SessionState.crashed and not record.reason:
+        return "the process running it died without recording why (killed or lost power)"
+    return record.reason if state in (SessionState.stopped, SessionState.crashed, SessionState.failed) else None
 
 
 def all_summaries(home: Path) -> list[dict[str, Any]]:
@@ -174,6 +182,7 @@ def _verdict(last: dict[str, Any] | None) -> str:
 def render_one(summary: dict[str, Any]) -> str:
     lines = [
         f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
+        *([f"reason   {summary['reason']}"] if summary.get("reason") else []),
         f"branch   {summary['branch']}",
         f"worktree {summary['worktree']}",
         f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),

@@ -75,6 +75,8 @@ class SessionTally:
     """Some of those calls had no cost from the provider or the price table either."""
     runs: int = 0
     """How many times a process ran the session (`session_started` events)."""
+    reason: str | None = None
+    """Why the session ended stopped or crashed (session.json); a failed one lists its failed tasks instead."""
 
     @property
     def done(self) -> int:
@@ -194,6 +196,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         unpriced_calls=total.unpriced_calls, wall_seconds=running_seconds(events),
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
+        reason=record.reason if record.state.value in ("stopped", "crashed") else None,
     )
 
 
