@@ -84,7 +84,8 @@ def mark_crashed(paths: SessionPaths, reason: str, exit_code: int | None, also_q
     states = {SessionState.running, SessionState.queued} if also_queued else {SessionState.running}
 
     def decide(record: SessionRecord) -> dict[str, Any] | None:
-        return {"state": SessionState.crashed, "pid": None} if record.state in states else None
+        changed = {"state": SessionState.crashed, "pid": None, "reason": f"runner gone: {reason}"}
+        return changed if record.state in states else None
 
     return change(paths, "supervisor", decide, "session_crashed", reason=reason, exit_code=exit_code) is not None
 
@@ -104,6 +105,7 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
                  role: str = "cli") -> SessionRecord | None:
     """A queued session, or one whose runner was killed (`--now`), becomes stopped (resumable)."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
-        return {"state": SessionState.stopped, "pid": None} if record.state in states else None
+        why = "runner killed by `tilth stop --now`" if now else "stopped by `tilth stop` before it ran"
+        return {"state": SessionState.stopped, "pid": None, "reason": why} if record.state in states else None
 
     return change(paths, role, decide, "session_stopped", now=now, pid=pid)

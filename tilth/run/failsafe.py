@@ -63,6 +63,6 @@ def not_started(paths: SessionPaths, reason: TilthError) -> None:
         release_reserve(paths)
     try:
         if load_session(paths).state == SessionState.running:
-            set_state(paths, SessionState.stopped, pid=None)
+            set_state(paths, SessionState.stopped, pid=None, reason=str(reason))
     except (OSError, TilthError):
         pass  # still `running` with no lock held: shown as crashed, which is resumable too
