@@ -42,6 +42,15 @@ class Response:
     delay: float = 0.0
 
 
+def call(tool: str, **args) -> tuple[str, str]:
+    """One tool call, as `reply(tool_calls=[...])` takes it."""
+    return tool, json.dumps(args)
+
+
+SUBMIT = call("submit_case", summary="done", criteria=[{"criterion": "T-1 is done", "evidence": "x"}])
+ACCEPT = call("submit_verdict", verdict="accept", category="none", concern="", evidence=[], next_step="")
+
+
 def reply(content: str | None = None, tool_calls: list[tuple[str, str]] | None = None,
           finish_reason: str | None = None, usage: dict | None = None, cost: object = None,
           null_usage: bool = False) -> Response:

@@ -70,16 +70,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from fake_openai import FakeOpenAI, reply  # noqa: E402
+from fake_openai import ACCEPT, SUBMIT, FakeOpenAI, call, reply  # noqa: E402
 from tilth.agents.sandbox import bwrap_works  # noqa: E402
-
-
-def call(tool, **args):
-    return tool, json.dumps(args)
-
-
-SUBMIT = call("submit_case", summary="done", criteria=[{"criterion": "T-1 is done", "evidence": "x"}])
-ACCEPT = call("submit_verdict", verdict="accept", category="none", concern="", evidence=[], next_step="")
 
 
 @pytest.fixture

@@ -8,13 +8,9 @@ import json
 import pytest
 
 from conftest import git, task
-from fake_openai import FakeOpenAI, drop, fault, raw, reply
+from fake_openai import FakeOpenAI, call, drop, fault, raw, reply
 
 KEY = "sk-test-secret-0123456789"
-
-
-def call(tool: str, **args) -> tuple[str, str]:
-    return tool, json.dumps(args)
 
 
 def case(summary="Wrote hello.py printing 1.") -> tuple[str, str]:

@@ -10,14 +10,7 @@ import uuid
 import pytest
 
 from conftest import git, task, wait_for_pause
-from fake_openai import FakeOpenAI, fault, reply
-
-
-def call(tool: str, **args) -> tuple[str, str]:
-    return tool, json.dumps(args)
-
-
-SUBMIT = call("submit_case", summary="done", criteria=[{"criterion": "T-1 is done", "evidence": "x"}])
+from fake_openai import SUBMIT, FakeOpenAI, call, fault, reply
 
 
 def verdict(decision: str, concern: str = "") -> tuple[str, str]:

@@ -4,7 +4,6 @@ per-task table and running time."""
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 from datetime import datetime
@@ -12,18 +11,10 @@ from datetime import datetime
 import pytest
 
 from conftest import task, wait_for_pause
-from fake_openai import FakeOpenAI, reply
+from fake_openai import ACCEPT, SUBMIT, FakeOpenAI, call, reply
 from tilth.cli.review import pr_body
 from tilth.store.home import session_paths
 from tilth.views.tally import duration, tally
-
-
-def call(tool, **args):
-    return tool, json.dumps(args)
-
-
-SUBMIT = call("submit_case", summary="done", criteria=[{"criterion": "T-1 is done", "evidence": "x"}])
-ACCEPT = call("submit_verdict", verdict="accept", category="none", concern="", evidence=[], next_step="")
 
 
 @pytest.fixture

@@ -10,16 +10,12 @@ import math
 import pytest
 
 from conftest import task
-from fake_openai import FakeOpenAI, reply
+from fake_openai import FakeOpenAI, call, reply
 from tilth.agents.accounting import Meter, Usage
 from tilth.store.home import session_paths
 from tilth.views.endreport import build_report
 
 KEY = "sk-test-usage-0123456789"
-
-
-def call(tool: str, **args) -> tuple[str, str]:
-    return tool, json.dumps(args)
 
 
 CASE = call("submit_case", summary="Wrote hello.py.", criteria=[{"criterion": "T-1 is done", "evidence": "hello.py"}])
