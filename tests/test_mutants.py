@@ -5,8 +5,12 @@ sandbox or gitops is changed. Real repos, real `tilth` processes, the fake model
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import subprocess
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +38,8 @@ def test_registered_keys_of_any_shape_are_redacted_from_every_file_and_prompt(sa
     # Neither key matches a secret pattern: only registering the keys keeps them out.
     worker_key, evaluator_key = f"wk{uuid.uuid4().hex}", f"ek{uuid.uuid4().hex}"
     with FakeOpenAI() as server:
-        server.enqueue("worker", reply(tool_calls=[case(f"called with {worker_key}")]),
+        server.enqueue("worker", reply(tool_calls=[call("write_file", path="hello.py", content="print(1)\n")]),
+                       reply(tool_calls=[case(f"called with {worker_key}")]),
                        reply(tool_calls=[case("second try")]))
         server.enqueue("evaluator", reply(tool_calls=[verdict("reject", f"the keys were {worker_key} {evaluator_key}")]),
                        reply(tool_calls=[verdict("accept")]))
@@ -155,3 +160,67 @@ def test_an_accept_after_a_reject_is_committed_not_redone_after_a_kill(sandbox):
     assert [e["verdict"]["verdict"] for e in sandbox.ledger("s1", "T-1")] == ["reject", "accept"]
     recovered = [(e["task"], e["iter"]) for e in sandbox.events("s1") if e["type"] == "accepted_committed"]
     assert recovered == [("T-1", 2)]
+
+
+def test_without_bubblewrap_auto_runs_unconfined_and_bwrap_is_refused(sandbox, tmp_path):
+    """A PATH with git and bash but no bwrap: `auto` says it runs unconfined, `bwrap` refuses
+    before anything is created."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("git", "bash", "sh", "env"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    env = {"PATH": str(bin_dir)}
+    assert shutil.which("bwrap", path=str(bin_dir)) is None
+    refused = sandbox.start("s1", [task("T-1")], None, env={**env, "TILTH_SANDBOX": "bwrap"})
+    assert refused.returncode == 2 and "bubblewrap is not installed or cannot run here" in refused.stderr
+    assert not sandbox.session_dir("s1").exists()
+    scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1\n"}, "run": ["echo ran > ran.txt"]}]}}
+    ran = sandbox.start("s2", [task("T-1")], scenario, env={**env, "TILTH_SANDBOX": "auto"})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "UNCONFINED" in ran.stdout
+    assert json.loads((sandbox.session_dir("s2") / "session.json").read_text())["sandbox"] == "off"
+    assert git(sandbox.repo, "show", "session/s2:ran.txt") == "ran\n"
+
+
+def test_a_key_in_config_toml_is_hidden_from_confined_commands(sandbox):
+    """config.toml may hold the API key; under bubblewrap the agent's commands cannot read it.
+    The home is outside /tmp (as ~/.tilth is), since the sandbox's private /tmp hides it anyway."""
+    if subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "true"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("bubblewrap cannot run here")
+    home = Path(tempfile.mkdtemp(prefix="tilth-home-", dir="/var/tmp"))
+    try:
+        key = f"cfg{uuid.uuid4().hex}"
+        config = home / "config.toml"
+        config.write_text(f'api_key = "{key}"\n')
+        scenario = {"tasks": {"T-1": [{"run": [f"cat {config} > seen.txt 2>&1; echo rc=$? >> seen.txt"]}]}}
+        result = sandbox.start("s1", [task("T-1")], scenario, env={"TILTH_SANDBOX": "bwrap", "TILTH_HOME": str(home)})
+        assert result.returncode == 0, result.stdout + result.stderr
+        seen = git(sandbox.repo, "show", "session/s1:seen.txt")
+        assert key not in seen and seen.endswith("rc=1\n"), seen
+        assert key in config.read_text(), "the file itself is untouched"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_evaluator_call_cap_counts_only_evaluator_calls(sandbox):
+    """Three worker calls and one evaluator call in the first attempt: a cap of 2 evaluator
+    calls per task still allows the second attempt, which is accepted."""
+    with FakeOpenAI() as server:
+        server.enqueue("worker", reply(tool_calls=[call("write_file", path="a.py", content="a = 1\n")]),
+                       reply(tool_calls=[call("write_file", path="b.py", content="b = 1\n")]),
+                       reply(tool_calls=[case("first")]), reply(tool_calls=[case("second")]))
+        server.enqueue("evaluator", reply(tool_calls=[verdict("reject", "not yet")]), reply(tool_calls=[verdict("accept")]))
+        env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": "sk-test-cap-0123456789",
+               "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0",
+               "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": "2"}
+        prd = sandbox.write_json("prd.json", [task("T-1")])
+        result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
+                               env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [e["data"]["role"] for e in sandbox.events("s1") if e["type"] == "model_call"]
+    assert calls.count("worker") == 4 and calls.count("evaluator") == 2
+    assert not [e for e in sandbox.events("s1") if e["type"] == "cap_reached"]
+    assert [c["task"] for c in sandbox.commits("s1")] == ["T-1"]

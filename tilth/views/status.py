@@ -16,6 +16,7 @@ from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.events import read_events
+from tilth.store.lock import read_holder
 from tilth.store.prd import TaskStatus, load_plan
 from tilth.store.session import SessionRecord, SessionState, effective_state, load_session
 from tilth.views.report import verdict_label
