@@ -1,6 +1,6 @@
 """Behaviours a mutation run (scripts/mutate.py) showed no other test would notice losing:
-each test here turns red when one line of outcomes, recovery, redaction, accounting, the
-sandbox or gitops is changed. Real repos, real `tilth` processes, the fake model server."""
+each test here turns red when one line of outcomes, recovery, accounting or the sandbox is
+changed. Real repos, real `tilth` processes, the fake model server."""
 
 from __future__ import annotations
 
@@ -15,14 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import git, task, wait_for_pause
-from fake_openai import FakeOpenAI, reply
+from fake_openai import FakeOpenAI, call, reply
 
 AGENT = "git -c user.name=agent -c user.email=agent@example.com"
 REJECT = {"verdict": "reject", "category": "half_finished", "concern": "not yet", "next_step": "finish"}
-
-
-def call(tool: str, **args) -> tuple[str, str]:
-    return tool, json.dumps(args)
 
 
 def case(summary: str) -> tuple[str, str]:
@@ -32,37 +28,6 @@ def case(summary: str) -> tuple[str, str]:
 def verdict(decision: str, concern: str = "") -> tuple[str, str]:
     return call("submit_verdict", verdict=decision, category="none" if decision == "accept" else "acceptance_gap",
                 concern=concern, evidence=[], next_step="" if decision == "accept" else "fix it")
-
-
-def test_registered_keys_of_any_shape_are_redacted_from_every_file_and_prompt(sandbox):
-    # Neither key matches a secret pattern: only registering the keys keeps them out.
-    worker_key, evaluator_key = f"wk{uuid.uuid4().hex}", f"ek{uuid.uuid4().hex}"
-    with FakeOpenAI() as server:
-        server.enqueue("worker", reply(tool_calls=[call("write_file", path="hello.py", content="print(1)\n")]),
-                       reply(tool_calls=[case(f"called with {worker_key}")]),
-                       reply(tool_calls=[case("second try")]))
-        server.enqueue("evaluator", reply(tool_calls=[verdict("reject", f"the keys were {worker_key} {evaluator_key}")]),
-                       reply(tool_calls=[verdict("accept")]))
-        env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": worker_key, "TILTH_WORKER_MODEL": "worker",
-               "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_EVALUATOR_API_KEY": evaluator_key,
-               "TILTH_RETRY_BASE_DELAY": "0"}
-        prd = sandbox.write_json("prd.json", [task("T-1")])
-        result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
-                               env=env)
-        assert result.returncode == 0, result.stdout + result.stderr
-        redacted = []
-        for path in sandbox.session_dir("s1").rglob("*"):
-            if path.is_file():
-                text = path.read_text(errors="replace")
-                assert worker_key not in text and evaluator_key not in text, path
-                if "[redacted]" in text:
-                    redacted.append(path.name)
-        assert {"T-1.jsonl", "events.jsonl"} <= set(redacted), redacted
-        assert "[redacted] [redacted]" in sandbox.ledger("s1", "T-1")[0]["verdict"]["concern"]
-        retry = [r["body"] for r in server.requests if r["body"] and r["body"]["model"] == "worker"][-1]
-        assert worker_key not in json.dumps(retry) and "[redacted]" in json.dumps(retry)
-        assert {r["headers"]["authorization"] for r in server.requests} == {f"Bearer {worker_key}",
-                                                                          f"Bearer {evaluator_key}"}
 
 
 @pytest.mark.parametrize("point, scenario, code", [
@@ -212,7 +177,8 @@ def test_the_evaluator_call_cap_counts_only_evaluator_calls(sandbox):
         server.enqueue("worker", reply(tool_calls=[call("write_file", path="a.py", content="a = 1\n")]),
                        reply(tool_calls=[call("write_file", path="b.py", content="b = 1\n")]),
                        reply(tool_calls=[case("first")]), reply(tool_calls=[case("second")]))
-        server.enqueue("evaluator", reply(tool_calls=[verdict("reject", "not yet")]), reply(tool_calls=[verdict("accept")]))
+        server.enqueue("evaluator", reply(tool_calls=[verdict("reject", "not yet")]),
+                       reply(tool_calls=[verdict("accept")]))
         env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": "sk-test-cap-0123456789",
                "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0",
                "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": "2"}
