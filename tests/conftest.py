@@ -135,3 +135,22 @@ def wait_for_pause(proc: subprocess.Popen, point: str, timeout: float = 30) -> N
             return
     proc.kill()
     raise AssertionError(f"child never paused at {point}; stderr: {''.join(seen)!r}")
+
+
+MODEL_KEY = "sk-test-secret-0123456789"
+
+
+@pytest.fixture
+def fake():
+    """A local server speaking the Chat Completions wire format (tests/fake_openai.py)."""
+    from fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+def model_env(fake):
+    """The environment that points tilth's `openai` backend at `fake`."""
+    return {"TILTH_BASE_URL": fake.base_url, "TILTH_API_KEY": MODEL_KEY, "TILTH_WORKER_MODEL": "worker",
+            "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0"}

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
+from conftest import MODEL_KEY as KEY
 from conftest import git, task
-from fake_openai import FakeOpenAI, call, drop, fault, raw, reply
+from fake_openai import call, drop, fault, raw, reply
 
-KEY = "sk-test-secret-0123456789"
 
 
 def case(summary="Wrote hello.py printing 1.") -> tuple[str, str]:
@@ -25,18 +23,6 @@ def verdict(decision="accept", **extra) -> tuple[str, str]:
 
 
 WRITE = call("write_file", path="hello.py", content="print(1)\n")
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-def model_env(fake):
-    return {"TILTH_BASE_URL": fake.base_url, "TILTH_API_KEY": KEY, "TILTH_WORKER_MODEL": "worker",
-            "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0"}
 
 
 def start(sandbox, env, plan=None, *extra):

@@ -10,12 +10,11 @@ import math
 import pytest
 
 from conftest import task
-from fake_openai import FakeOpenAI, call, reply
+from fake_openai import call, reply
 from tilth.agents.accounting import Meter, Usage
 from tilth.store.home import session_paths
 from tilth.views.endreport import build_report
 
-KEY = "sk-test-usage-0123456789"
 
 
 CASE = call("submit_case", summary="Wrote hello.py.", criteria=[{"criterion": "T-1 is done", "evidence": "hello.py"}])
@@ -26,18 +25,6 @@ def verdict(decision: str = "accept") -> tuple[str, str]:
     return call("submit_verdict", verdict=decision, category="none" if decision == "accept" else "acceptance_gap",
                 concern="" if decision == "accept" else "missing piece", evidence=["hello.py"],
                 next_step="" if decision == "accept" else "add the piece")
-
-
-@pytest.fixture
-def fake():
-    with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
-def model_env(fake):
-    return {"TILTH_BASE_URL": fake.base_url, "TILTH_API_KEY": KEY, "TILTH_WORKER_MODEL": "worker",
-            "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0"}
 
 
 def prices(sandbox, **per_model: tuple[float, float]) -> None:
