@@ -55,12 +55,16 @@ class Workspace:
     """The branch commit tilth last wrote or adopted; set by recovery.reconcile at the start of a run."""
 
 
-def guard_branch(ws: Workspace, task_id: str | None, iteration: int | None) -> None:
-    """Before any stage or commit: HEAD names the session branch, and the branch is at tilth's
-    last commit. Agent commits on top are folded; any other move is undone, keeping the files."""
+def repair_head(ws: Workspace, task_id: str | None = None, iteration: int | None = None) -> None:
     moved = ensure_head(ws.repo, ws.record.branch)
     if moved is not None:
         ws.events.emit("head_repaired", task_id, iteration, was=moved, branch=ws.record.branch)
+
+
+def guard_branch(ws: Workspace, task_id: str | None, iteration: int | None) -> None:
+    """Before any stage or commit: HEAD names the session branch, and the branch is at tilth's
+    last commit. Agent commits on top are folded; any other move is undone, keeping the files."""
+    repair_head(ws, task_id, iteration)
     tip = branch_tip(ws.repo, ws.record.branch)
     if tip == ws.tip:
         return

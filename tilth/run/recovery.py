@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
-from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, ensure_head, soft_reset
-from tilth.run.outcomes import EXHAUSTED, Workspace, commit_done
+from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
+from tilth.run.outcomes import EXHAUSTED, Workspace, commit_done, repair_head
 from tilth.store.events import document
 from tilth.store.ledger import read_entries
 from tilth.store.prd import TaskStatus, load_plan, set_statuses
@@ -50,9 +50,7 @@ def fold_worker_commits(ws: Workspace, task_id: str | None, iteration: int | Non
 
 def check_branch(ws: Workspace) -> None:
     """HEAD names the session branch, and the branch still holds the session's base."""
-    moved = ensure_head(ws.repo, ws.record.branch)
-    if moved is not None:
-        ws.events.emit("head_repaired", was=moved, branch=ws.record.branch)
+    repair_head(ws)
     tip = branch_tip(ws.repo, ws.record.branch)
     base = ws.record.base_commit
     if tip is None:
