@@ -123,8 +123,9 @@ def test_hook_contract_silent_success_visible_block_and_an_event_always(sandbox,
     assert "grep is disabled here" in results[4] and "no-grep hook failed (exit 1)" in results[4]
     runs = [e["data"] for e in sandbox.events("s1") if e["type"] == "hook_run"]
     pre = [r for r in runs if r["point"] == "pre_tool"]
-    assert len(pre) == 10, "two pre_tool hooks for each of the five tool calls"
-    assert [r["outcome"] for r in pre if r["hook"].endswith("/pre_tool")] == ["ok", "blocked", "blocked", "blocked", "ok"]
+    assert len(pre) == 8, "the user's hook for each of the five calls; the built-in policy only when it blocks"
+    assert [r["outcome"] for r in pre if r["hook"] == "builtin/pre_tool"] == ["blocked"] * 3
+    assert [r["outcome"] for r in pre if r["hook"].endswith("pre_tool.no-grep")] == ["ok"] * 4 + ["failed"]
     assert [r["point"] for r in runs if r["point"] != "pre_tool"] == ["post_task", "session_end"]
     logged = log.read_text()
     assert '"outcome":"done"' in logged and '"state":"done"' in logged

@@ -70,7 +70,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
     loads = [e for e in sandbox.events("s1") if e["type"] == "memory_load"]
     assert everything.count(" memory_load: ") == len(loads) > 0
     assert everything.count(" model_call: ") == len([e for e in sandbox.events("s1") if e["type"] == "model_call"])
-    assert blocked in body(everything) and "hook_run: point=pre_tool" in everything
+    assert blocked in body(everything) and "[T-1 #1] blocked by pre_tool: tilth makes the commit" in everything
 
     tail = sandbox.tilth("logs", "s1", "-n", "3")
     assert tail.returncode == 0, tail.stderr

@@ -1,7 +1,9 @@
 """Hooks: executables run at `pre_tool`, `post_task` and `session_end`.
 
-Found in, in order: the top-level `hooks/` directory shipped with tilth (the defaults),
-`$TILTH_HOME/hooks/`, and `<repo>/.tilth/hooks/`. A hook for a point is an executable file
+Found in, in order: `$TILTH_HOME/hooks/` and `<repo>/.tilth/hooks/`. Before them every
+tool call passes tilth's built-in policy (`agents/policy.py`, in-process: it blocks
+destructive commands and agent commits/pushes), which is a `hook_run` event only when it
+blocks. A hook for a point is an executable file
 named `<point>` or `<point>.<anything>`. It gets one JSON object on stdin (`point`,
 `session`, `task`, `iteration`, and `tool`/`args` for pre_tool, `outcome`/`commit` for
 post_task, `state` for session_end) and its working directory is the worktree.
@@ -23,13 +25,13 @@ from typing import Any
 
 import orjson
 
+from tilth.agents.policy import NAME, refusal
 from tilth.agents.tools.shell import agent_env
 from tilth.store.events import EventLog, document
 
 document({"hook_run": "a hook ran; data: point, hook, exit_code, outcome (ok|blocked|failed), output, duration_ms"})
 
 POINTS = ("pre_tool", "post_task", "session_end")
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "hooks"
 TIMEOUT = 30
 BLOCK = 2
 
@@ -42,7 +44,7 @@ class HookVerdict:
 
 
 def hook_dirs(home: Path, repo: Path) -> list[Path]:
-    return [DEFAULT_DIR, home / "hooks", repo / ".tilth" / "hooks"]
+    return [home / "hooks", repo / ".tilth" / "hooks"]
 
 
 def find_hooks(dirs: list[Path], point: str) -> list[Path]:
@@ -61,6 +63,11 @@ class Hooks:
 
     def run(self, point: str, task_id: str | None, iteration: int | None, **payload: Any) -> HookVerdict:
         messages, blocked = [], False
+        if point == "pre_tool" and (why := refusal(payload.get("tool", ""), payload.get("args") or {})):
+            output = f"blocked: {why}."
+            self.events.emit("hook_run", task_id, iteration, point=point, hook=NAME, exit_code=BLOCK,
+                             outcome="blocked", output=output, duration_ms=0)
+            messages, blocked = [output], True
         body = orjson.dumps({"point": point, "session": self.session_id, "task": task_id, "iteration": iteration,
                              **payload})
         for hook in find_hooks(self.dirs, point):

@@ -94,15 +94,28 @@ def _classify(exc: Exception) -> tuple[str, int | None, bool]:
     return "bad_response", None, True
 
 
+_SDK_CLIENTS: dict[tuple[str, str, float], Any] = {}
+
+
+def sdk_client(base_url: str, api_key: str, timeout: float) -> Any:
+    """One SDK client per endpoint for the process's life: building one costs a TLS context
+    (reading the CA bundle, ~45 ms) and a new connection, which every job would otherwise pay."""
+    key = (base_url, api_key, timeout)
+    if key not in _SDK_CLIENTS:
+        import openai  # imported here: it costs most of a second, and most tilth processes never call a model
+
+        _SDK_CLIENTS[key] = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+    return _SDK_CLIENTS[key]
+
+
 class ChatClient:
     def __init__(self, role: str, settings: Settings, meter: Meter, events: EventLog):
         self.role, self.settings, self.meter, self.events = role, settings, meter, events
-        import openai  # imported here: it costs most of a second, and most tilth processes never call a model
+        import openai
 
         self._errors = (openai.OpenAIError, ValueError)
         base_url, api_key, self.model = settings.endpoint(role)
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                                    timeout=settings.request_timeout)
+        self.client = sdk_client(base_url, api_key, settings.request_timeout)
 
     def complete(self, messages: list[dict], tools: list[dict], task_id: str, iteration: int,
                  tool_choice: str = "auto") -> ModelReply:

@@ -1,10 +1,14 @@
-#!/usr/bin/env python3
-"""Default pre_tool hook: block destructive shell commands, and any commit or push by the
-agent (tilth makes the one commit per task itself). Exit 2 with a reason blocks the call."""
+"""The built-in pre_tool policy, checked in-process before every tool call: destructive shell
+commands, and any commit or push by the agent (tilth makes the one commit per task itself).
 
-import json
+It runs in tilth's own process so that a tool call it has nothing to say about costs
+nothing; user hooks (`$TILTH_HOME/hooks/`, `<repo>/.tilth/hooks/`) still run as executables.
+"""
+
+from __future__ import annotations
+
 import re
-import sys
+from typing import Any
 
 RULES = [
     (r"\bgit\s+(?:\S+\s+)*commit\b", "tilth makes the commit for this task; leave your changes uncommitted"),
@@ -15,35 +19,30 @@ RULES = [
     (r"(?:^|[;&|(]\s*|\s)sudo\b", "sudo is not available to the agent"),
     (r"\b(?:curl|wget)\b[^|;&]*\|\s*(?:ba|z|da)?sh\b", "piping a download into a shell is not allowed"),
 ]
+COMPILED = [(re.compile(pattern), why) for pattern, why in RULES]
 RM_RF = re.compile(r"\brm\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*[rR][a-zA-Z]*\b(?:\s+-[a-zA-Z]+)*((?:\s+[^\s;&|]+)+)")
+NAME = "builtin/pre_tool"
+"""How the policy is named in `hook_run` events and in what the agent is told."""
 
 
-def outside(path: str) -> bool:
+def _outside(path: str) -> bool:
     path = path.strip("'\"")
     return path.startswith(("/", "~", "$")) or path == ".." or path.startswith("../") or "/../" in path
 
 
-def reason(command: str) -> str | None:
-    for pattern, why in RULES:
-        if re.search(pattern, command):
+def command_refusal(command: str) -> str | None:
+    for pattern, why in COMPILED:
+        if pattern.search(command):
             return why
     for match in RM_RF.finditer(command):
         targets = [t for t in match.group(1).split() if not t.startswith("-")]
-        if any(outside(t) for t in targets) or any(t in (".", "*", "./") for t in targets):
+        if any(_outside(t) for t in targets) or any(t in (".", "*", "./") for t in targets):
             return "rm -rf may only remove paths inside the repository, named explicitly"
     return None
 
 
-def main() -> int:
-    request = json.load(sys.stdin)
-    if request.get("tool") != "bash":
-        return 0
-    why = reason(str(request.get("args", {}).get("command", "")))
-    if why:
-        print(f"blocked: {why}.")
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def refusal(tool: str, args: dict[str, Any]) -> str | None:
+    """Why this tool call must not run, or None. Only `bash` commands are judged."""
+    if tool != "bash":
+        return None
+    return command_refusal(str(args.get("command", "")))
