@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pygit2
 
+from tilth.store.prompts import prompt_of
+
 TASKS = 200
 SAMPLES = (1, 50, 100, 200)
 TARGET = 1.3
@@ -96,7 +98,7 @@ def report(session: Path, elapsed: float) -> int:
         if event["type"] == "memory_load" and data["role"] == "worker" and event["task"] not in first_prompt:
             channels.setdefault(event["task"], {})[data["channel"]] = data
         if event["type"] == "prompt_assembled" and data["role"] == "worker":
-            first_prompt.setdefault(event["task"], data["prompt"])
+            first_prompt.setdefault(event["task"], prompt_of(data, session) or "")
     ids = [f"T-{n:03d}" for n in SAMPLES]
     base = len(first_prompt[ids[0]])
     print(f"Worker prompt size over a {TASKS}-task scripted session ({elapsed:.0f}s)\n")

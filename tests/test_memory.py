@@ -9,6 +9,7 @@ import time
 from conftest import git, make_repo, task
 from tilth.core.config import Settings
 from tilth.store.home import SessionPaths
+from tilth.store.prompts import prompt_of
 from tilth.store.summary import current_summary, is_fresh, summary_path
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "edge case X untested",
@@ -17,7 +18,7 @@ FORBIDDEN = ["prd.json", "events.jsonl", "summary.json", "session.json", "ledger
 
 
 def prompts(sandbox, role, task_id=None):
-    return [e["data"]["prompt"] for e in sandbox.events("s1")
+    return [prompt_of(e["data"], sandbox.session_dir("s1")) for e in sandbox.events("s1")
             if e["type"] == "prompt_assembled" and e["data"]["role"] == role and (task_id is None or e["task"] == task_id)]
 
 

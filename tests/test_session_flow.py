@@ -7,6 +7,7 @@ import os
 import re
 
 from conftest import git, task, wait_for_pause
+from tilth.store.prompts import prompt_of
 
 # For scenarios whose commands play a process outside the agent's sandbox (an observer writing
 # to the test's dir, the user editing prd.json, a signal to tilth itself).
@@ -69,7 +70,7 @@ def test_reject_then_accept_records_the_ledger(sandbox):
 
     commits = sandbox.commits("s1")
     assert len(commits) == 1 and commits[0]["iterations"] == "2"
-    prompts = [e["data"]["prompt"] for e in sandbox.events("s1")
+    prompts = [prompt_of(e["data"], sandbox.session_dir("s1")) for e in sandbox.events("s1")
                if e["type"] == "prompt_assembled" and e["data"]["role"] == "worker"]
     assert prompts[0].startswith("Task T-1: Task T-1\n")
     assert "no test covers it" not in prompts[0]

@@ -39,11 +39,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ModelWrapValidatorHandler, \
-    TypeAdapter, ValidationError, model_validator
+    ValidationError, model_validator
 
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
+from tilth.store.calls import Counted
 from tilth.store.events import EventLog, document
+from tilth.store.rollup import Rollup
 
 document(
     {
@@ -71,7 +73,6 @@ def _integral_float(value: Any) -> Any:
 
 TokenCount = Annotated[int, BeforeValidator(_integral_float), Field(strict=True, ge=0)]
 Dollars = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
-_DOLLARS = TypeAdapter(Dollars)
 
 
 def _show(value: Any) -> str:
@@ -167,30 +168,6 @@ def call_cost(settings: Settings, model: str, usage: Usage) -> tuple[float, str]
     return (priced + rest * cheapest) / 1_000_000, "unknown"
 
 
-@dataclass(frozen=True)
-class Counted:
-    """What one `model_call` event adds to the totals."""
-
-    tokens: int
-    cost_usd: float
-    usage_known: bool
-    cost_known: bool
-
-    @classmethod
-    def from_event(cls, data: Mapping[str, Any]) -> Counted:
-        """Read as leniently as a provider's report: events from before `usage_known` existed,
-        null or negative counts, and a missing or negative cost neither crash nor lower spend."""
-        usage = Usage.model_validate({k: data.get(k) for k in COUNTS})
-        known = data.get("usage_known")
-        try:
-            cost = _DOLLARS.validate_python(data.get("cost_usd"))
-        except ValidationError:
-            cost = None
-        return cls(tokens=usage.tokens, cost_usd=cost or 0.0,
-                   usage_known=known if isinstance(known, bool) else usage.known,
-                   cost_known=cost is not None and data.get("cost_source") in ("provider", "price_table"))
-
-
 @dataclass
 class Meter:
     """Running totals for one session (or, in views, for any subset of its calls)."""
@@ -209,6 +186,14 @@ class Meter:
     @property
     def cost_is_lower_bound(self) -> bool:
         return self.unknown_cost_calls > 0
+
+    @classmethod
+    def from_rollup(cls, rollup: Rollup) -> Meter:
+        """The same totals as `from_events` over the log the roll-up folded."""
+        t = rollup.totals
+        return cls(cost_usd=t.cost_usd, tokens=t.tokens, calls=t.model_calls, unknown_usage_calls=t.unknown_usage_calls,
+                   unknown_cost_calls=t.unknown_cost_calls, unpriced_calls=t.unpriced_calls,
+                   evaluator_calls=Counter({k: r.evaluator_calls for k, r in rollup.tasks.items() if r.evaluator_calls}))
 
     @classmethod
     def from_events(cls, events: list[dict[str, Any]]) -> Meter:
@@ -239,6 +224,13 @@ class Meter:
 
 
 class Caps:
+    NAMES = ("max_spend_usd", "max_wall_clock_s", "max_evaluator_calls_per_task")
+
+    @classmethod
+    def limits(cls, settings: Settings) -> dict[str, float | None]:
+        """The limits in force, recorded with `session_started` so `tilth status` can show them."""
+        return {name: getattr(settings, name) for name in cls.NAMES}
+
     def __init__(self, settings: Settings, meter: Meter, events: EventLog):
         self.settings = settings
         self.meter = meter

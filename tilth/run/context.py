@@ -2,8 +2,9 @@
 assembled from files channel by channel, each channel under its own budget.
 
 Each assembly emits one `memory_load` event per channel and one `prompt_assembled` event
-with the whole prompt. The worker never sees harness mechanics: no session file names,
-no session directory, no status fields, no token counts.
+referring to the whole prompt, which goes to prompts.jsonl (`store/prompts.py`). The worker
+never sees harness mechanics: no session file names, no session directory, no status fields,
+no token counts.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from tilth.store.kb import KnowledgeBase
 from tilth.store.ledger import Case, LedgerEntry
 from tilth.store.prd import Task
 from tilth.store.progress import read_progress
+from tilth.store.prompts import append_prompt
 from tilth.store.summary import SummarySettings, current_summary
 
 document(
     {
         "memory_load": "one context channel was loaded; data: role, channel, present, chars, truncated",
-        "prompt_assembled": "data.role, data.prompt: the full text a fresh context starts from",
+        "prompt_assembled": "a fresh context's full text was assembled and written to prompts.jsonl; data: role, "
+                            "prompt_offset (the byte offset of its line there), prompt_chars",
     }
 )
 
@@ -71,12 +74,20 @@ def plan_prose(plan: list[Task], current: Task, limit: int) -> str:
         shown += [f"   [... {len(lines) - hi} later tasks not shown ...]"] if hi < len(lines) else []
         return header + "\n" + "\n".join(shown)
 
-    lo, hi = 0, len(lines)
-    while hi - lo > 1 and len(render(lo, hi)) > limit:
+    def size(lo: int, hi: int, body: int) -> int:  # len(render(lo, hi)) without building it
+        markers = (len(f"   [... {lo} earlier tasks not shown ...]") + 1 if lo else 0) + \
+                  (len(f"   [... {len(lines) - hi} later tasks not shown ...]") + 1 if hi < len(lines) else 0)
+        return len(header) + 1 + body + (hi - lo - 1) + markers
+
+    lengths = [len(line) for line in lines]
+    lo, hi, body = 0, len(lines), sum(lengths)
+    while hi - lo > 1 and size(lo, hi, body) > limit:
         if at - lo > hi - 1 - at:
+            body -= lengths[lo]
             lo += 1
         else:
             hi -= 1
+            body -= lengths[hi]
     return render(lo, hi)
 
 
@@ -154,7 +165,8 @@ def assemble(src: Sources, role: str, task: Task, iteration: int | None,
         if shown:
             parts.append(shown)
     prompt = "\n\n".join(parts) + "\n"
-    src.events.emit("prompt_assembled", task.id, iteration, role=role, prompt=prompt)
+    offset = append_prompt(src.paths.prompts, task.id, iteration, role, prompt)
+    src.events.emit("prompt_assembled", task.id, iteration, role=role, prompt_offset=offset, prompt_chars=len(prompt))
     return prompt
 
 

@@ -7,10 +7,13 @@ that writes them; `EventLog.emit` refuses an undocumented type so the list stays
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
+
+if TYPE_CHECKING:
+    from tilth.store.rollup import Keeper, Rollup
 
 DOCUMENTED: dict[str, str] = {}
 
@@ -23,12 +26,23 @@ class EventLog:
     def __init__(self, path: Path, echo: Callable[[dict[str, Any]], None] | None = None):
         self.path = path
         self.echo = echo
+        self.keeper: Keeper | None = None
+
+    def keep_rollup(self) -> Rollup:
+        """Make this log the writer of summary.json (the runner, under the session lock): caught
+        up with the log now, then kept as events are emitted. Readers never call this."""
+        from tilth.store.rollup import Keeper  # rollup reads events through is_event, defined below
+
+        self.keeper = Keeper(self.path)
+        return self.keeper.rollup
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
         if type not in DOCUMENTED:
             raise ValueError(f"event type {type!r} is not documented; call events.document() in its module")
         event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
         append_jsonl(self.path, event)
+        if self.keeper is not None:
+            self.keeper.appended(type)
         if self.echo is not None:
             self.echo(event)
 

@@ -62,6 +62,16 @@ class SessionPaths:
         return self.dir / "events.jsonl"
 
     @property
+    def prompts(self) -> Path:
+        """The full prompts (`store/prompts.py`), referred to by `prompt_assembled` events."""
+        return self.dir / "prompts.jsonl"
+
+    @property
+    def rollup(self) -> Path:
+        """summary.json: events.jsonl folded for `tilth status` (`store/rollup.py`)."""
+        return self.dir / "summary.json"
+
+    @property
     def lock(self) -> Path:
         return self.dir / "session.lock"
 

@@ -1,7 +1,8 @@
 """`tilth wait` and `tilth logs`: follow a session from its files.
 
 `tilth logs` shows the readable view of `views/report.Readable` (`everything` for every
-event), each event's first line stamped with its time; `last` keeps only the final lines.
+event), each event's first line stamped with its time; `last` keeps only the final lines,
+read back from the end of events.jsonl so a long session costs no more than a short one.
 
 Both wake on watchfiles changes in the session dir; a short timeout of the watch re-checks
 anyway, because one change has no file event: a runner killed with -9 releases its
@@ -11,11 +12,10 @@ session crashed, which is an event).
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
-
-from watchfiles import Change, watch
 
 from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
@@ -40,6 +40,8 @@ def settled(paths: SessionPaths) -> SessionState | None:
 
 def _changes(dirs: Iterable[Path], names: tuple[str, ...]):
     """Yield on every relevant change, and at least every RECHECK_MS."""
+    from watchfiles import Change, watch  # only a follower pays for it, not `tilth logs -n`
+
     def relevant(change: Change, path: str) -> bool:
         return Path(path).name in names
 
@@ -91,8 +93,50 @@ class Tail:
             return []
         end = data.rfind(b"\n") + 1
         self.offset += end
-        rows = (parse_object(raw) for raw in data[:end].splitlines())
-        return [row for row in rows if row is not None and is_event(row)]
+        return events_in(data[:end])
+
+
+def events_in(data: bytes) -> list[dict[str, Any]]:
+    rows = (parse_object(raw) for raw in data.splitlines())
+    return [row for row in rows if row is not None and is_event(row)]
+
+
+BACK_BYTES = 64 << 10
+CONTEXT_EVENTS = 64
+"""Events read before the first one shown: a readable line can depend on the few events just
+before it (the channels a prompt was assembled from, a pre_tool refusal)."""
+
+
+def last_lines(path: Path, count: int, everything: bool) -> tuple[list[str], int, Readable]:
+    """The final `count` readable lines, read back from the end in growing blocks, never the
+    whole file unless it takes that; the offset after the last complete line; and the view,
+    to go on with when following."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return [], 0, Readable(everything)
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        back, before = BACK_BYTES, -1
+        while True:
+            start = max(0, size - back)
+            data = os.pread(f.fileno(), size - start, start)
+            end = data.rfind(b"\n") + 1
+            first = 0 if start == 0 else data.find(b"\n") + 1
+            if start == 0 or 0 < first < end:
+                events = events_in(data[first:end])
+                view = Readable(everything)
+                shown = [stamped(e, view.lines(e)) for e in events]
+                total, at = 0, len(shown)
+                while at > 0 and total < count:
+                    at -= 1
+                    total += len(shown[at])
+                # Reading further back for context is pointless once it brings no more events.
+                if start == 0 or (total >= count and (at >= CONTEXT_EVENTS or len(events) == before)):
+                    lines = [line for chunk in shown for line in chunk]
+                    return lines[max(0, len(lines) - count):], start + end, view
+                before = len(events)
+            back *= 4
 
 
 def stamped(event: dict[str, Any], lines: list[str]) -> list[str]:
@@ -116,8 +160,11 @@ def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None], last: in
         for line in pending():
             out(line)
 
-    backlog = pending()
-    for line in backlog[max(0, len(backlog) - last):] if last is not None else backlog:
+    if last is None:
+        backlog = pending()
+    else:
+        backlog, tail.offset, view = last_lines(paths.events, last, everything)
+    for line in backlog:
         out(line)
     if not follow:
         return 0

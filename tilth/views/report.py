@@ -175,7 +175,9 @@ class Readable:
     def _prompt(self, data: dict[str, Any]) -> str:
         loaded, truncated = self.channels.pop(str(data.get("role")), [0, 0])
         cut = f", {truncated} truncated" if truncated else ""
-        return f"{data.get('role')} prompt: {loaded} channels{cut}, {len(data.get('prompt') or ''):,} chars"
+        chars = data.get("prompt_chars")  # events before prompts.jsonl carried the text itself
+        chars = chars if type(chars) is int else len(data.get("prompt") or "")
+        return f"{data.get('role')} prompt: {loaded} channels{cut}, {chars:,} chars"
 
     def _hook(self, data: dict[str, Any]) -> str | None:
         name = Path(str(data.get("hook", "hook"))).name

@@ -1,50 +1,67 @@
 """`tilth status`: what each session is doing, read from its files (never from a process).
 
-Progress comes from prd.json; the current task, iteration, elapsed time, tokens and cost
-from events.jsonl (lower bounds, marked `+` and `≥`, when some calls' usage was unknown);
-liveness from the session lock (a session marked running whose lock nobody holds was killed,
+Progress comes from prd.json; the current task, iteration, elapsed time, tokens, cost and
+caps from the roll-up of events.jsonl (`store/rollup.py`: summary.json plus the lines written
+since, never the whole journal; lower bounds, marked `+` and `≥`, when some calls' usage was
+unknown); liveness from the session lock (a session marked running whose lock nobody holds was killed,
 and shows as crashed).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tilth.agents.accounting import Meter
 from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
-from tilth.store.events import read_events
 from tilth.store.lock import read_holder
 from tilth.store.prd import TaskStatus, load_plan
+from tilth.store.rollup import Clock, Rollup, load_rollup
 from tilth.store.session import SessionRecord, SessionState, effective_state, load_session
 from tilth.views.report import verdict_label
-from tilth.views.tally import money, running_seconds, token_count
+from tilth.views.figures import money, token_count
 
 
 VERDICT_CHARS = 100
 
 
-def activity(events: list[dict[str, Any]], live: bool) -> dict[str, Any]:
+def activity(rollup: Rollup, live: bool) -> dict[str, Any]:
     """Current task and iteration, the running time summed over every run
-    (`tally.running_seconds`), and `verdicts`: each evaluated task's attempts and last verdict."""
-    task, iteration, verdicts = None, None, {}
-    for event in events:
-        if event["type"] == "task_started":
-            task, iteration = event.get("task"), None
-        if event.get("task") == task and event.get("iter"):
-            iteration = event["iter"]
-        if event["type"] == "verdict" and event.get("task"):
-            d = event["data"]
-            verdicts[event["task"]] = {"attempts": event.get("iter"),
-                                       "last_verdict": verdict_label(d.get("verdict", ""), d.get("category"),
-                                                                     d.get("concern"), limit=VERDICT_CHARS)}
-    elapsed = running_seconds(events, utc_now() if live else None) or 0.0
-    meter = Meter.from_events(events)
-    return {"current_task": task, "iteration": iteration, "elapsed_s": round(elapsed, 1), "verdicts": verdicts,
-            "tokens": meter.tokens, "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.calls,
-            "unknown_usage_calls": meter.unknown_usage_calls, "cost_is_lower_bound": meter.cost_is_lower_bound}
+    (`tally.running_seconds`), `verdicts`: each evaluated task's attempts and last verdict, the
+    spend, and each cap in force with how close the session is to it."""
+    verdicts = {tid: {"attempts": t.attempts,
+                      "last_verdict": verdict_label(t.verdict or "", t.category, t.concern, limit=VERDICT_CHARS)}
+                for tid, t in rollup.tasks.items() if t.verdict is not None}
+    now = utc_now() if live else None
+    totals = rollup.totals
+    return {"current_task": rollup.current_task, "iteration": rollup.iteration,
+            "elapsed_s": round(rollup.clock.seconds(now) or 0.0, 1), "verdicts": verdicts,
+            "tokens": totals.tokens, "cost_usd": round(totals.cost_usd, 6), "model_calls": totals.model_calls,
+            "unknown_usage_calls": totals.unknown_usage_calls, "cost_is_lower_bound": totals.cost_is_lower_bound,
+            "caps": caps(rollup, now)}
+
+
+def caps(rollup: Rollup, now: datetime | None) -> dict[str, dict[str, Any]]:
+    """Each cap the last run set (or that stopped it): limit, the value it is checked against
+    (spend: the session's; wall clock: the current run's; evaluator calls: the current task's),
+    and whether it was reached."""
+    clock, task = rollup.clock, rollup.tasks.get(rollup.current_task or "")
+    run_s = None
+    if clock.open_since is not None:
+        run_s = round(Clock(open_since=clock.open_since, last_ts=clock.last_ts, ran=True).seconds(now) or 0.0, 1)
+    values = {"max_spend_usd": round(rollup.totals.cost_usd, 6), "max_wall_clock_s": run_s,
+              "max_evaluator_calls_per_task": task.evaluator_calls if task else None}
+    shown = {}
+    for name in dict.fromkeys([*rollup.caps, *rollup.caps_reached]):
+        limit = rollup.caps.get(name, rollup.caps_reached.get(name, {}).get("limit"))
+        if limit is None:
+            continue
+        reached = rollup.caps_reached.get(name)
+        shown[name] = {"limit": limit, "value": reached["value"] if reached else values.get(name),
+                       "reached": reached is not None}
+    return shown
 
 
 def session_summary(paths: SessionPaths) -> dict[str, Any]:
@@ -72,7 +89,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "supervised": record.supervised,
         "start_at": record.start_at,
         "reason": _reason(record, state),
-        **activity(read_events(paths.events), live=state == SessionState.running),
+        **activity(load_rollup(paths.events), live=state == SessionState.running),
     }
 
 
@@ -179,6 +196,25 @@ def _verdict(last: dict[str, Any] | None) -> str:
     return f"  (attempt {last['attempts']}: {last['last_verdict']})" if last.get("attempts") else f"  ({last['last_verdict']})"
 
 
+CAP_WORDS = {"max_spend_usd": "spend", "max_wall_clock_s": "this run's time", "max_evaluator_calls_per_task":
+             "evaluator calls on the current task"}
+
+
+def _caps(caps: dict[str, dict[str, Any]]) -> str:
+    """`spend $0.40 of $1.00 (40%), this run's time 2m10s of 1h00m (4%)`; REACHED when one stopped it."""
+    shown = []
+    for name, cap in caps.items():
+        limit, value = cap["limit"], cap["value"]
+        fmt = {"max_spend_usd": lambda v: f"${v:.2f}", "max_wall_clock_s": _duration}.get(name, lambda v: f"{v:g}")
+        text = f"{CAP_WORDS.get(name, name)} {fmt(value) if value is not None else '-'} of {fmt(limit)}"
+        if cap["reached"]:
+            text += " REACHED"
+        elif value is not None and limit:
+            text += f" ({min(999, round(100 * value / limit))}%)"
+        shown.append(text)
+    return ", ".join(shown)
+
+
 def render_one(summary: dict[str, Any]) -> str:
     lines = [
         f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
@@ -192,6 +228,7 @@ def render_one(summary: dict[str, Any]) -> str:
         f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
         f"{money(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False))}",
     ]
+    lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     verdicts = summary.get("verdicts") or {}
     lines += [f"  {t['status']:<11} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}" for t in summary["tasks"]]
     return "\n".join(lines)

@@ -29,8 +29,10 @@ from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
 from tilth.store.prd import load_plan
+from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
+from tilth.views import figures
 from tilth.views.report import verdict_label
 
 
@@ -97,11 +99,6 @@ class SessionTally:
 
 def _parse_ts(ts: str) -> datetime:
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
-
-
-OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped"}
-"""Events written by `tilth start`, `tilth stop` or the supervisor, never by a runner: they do
-not extend a run (a crash noticed an hour later did not run for that hour)."""
 
 
 def running_seconds(events: list[dict[str, Any]], now: datetime | None = None) -> float | None:
@@ -200,17 +197,7 @@ def tally(paths: SessionPaths) -> SessionTally:
     )
 
 
-def money(usd: float, lower_bound: bool = False, places: int = 4) -> str:
-    """`$0.0123`, or `≥ $0.0123` when some calls' cost could not be known."""
-    return f"{'≥ ' if lower_bound else ''}${usd:.{places}f}"
-
-
-def token_count(tokens: int, unknown_usage_calls: int, unit: str = "") -> str:
-    """`1,234`, or `1,234+ (3 calls with unknown usage)` when some calls' counts were missing or unusable."""
-    if not unknown_usage_calls:
-        return f"{tokens:,}{unit}"
-    calls = "call" if unknown_usage_calls == 1 else "calls"
-    return f"{tokens:,}+{unit} ({unknown_usage_calls} {calls} with unknown usage)"
+money, token_count = figures.money, figures.token_count  # where the report and `tilth pr` have always found them
 
 
 def duration(seconds: float | None) -> str:
