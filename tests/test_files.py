@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from conftest import task
-from tilth.core.errors import PlanChanged
+from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.events import EventLog
 from tilth.store.jsonio import append_jsonl, read_jsonl, write_json
-from tilth.store.prd import TaskStatus, set_status
+from tilth.store.prd import TaskStatus, load_plan, set_status
 from tilth.store.progress import ProgressLine, outcome_line
 
 
@@ -130,3 +130,35 @@ def test_kill_9_in_the_middle_of_atomic_writes_leaves_the_old_or_the_new_file(tm
         assert len(state["pad"]) == 300_000, f"trial {trial}"
         seen.add(state["n"])
     assert len(seen) > 1, "the writes really were interrupted at different points"
+
+
+def test_a_kept_plan_never_hides_an_edit_made_between_reads(tmp_path):
+    path = tmp_path / "prd.json"
+    path.write_text(json.dumps([task("T-1"), task("T-2")]))
+    assert [t.id for t in load_plan(path)] == ["T-1", "T-2"]
+    set_status(path, "T-1", TaskStatus.done)
+    assert [t.status for t in load_plan(path)] == [TaskStatus.done, TaskStatus.pending], "tilth's own write is kept"
+    with open(path, "r+") as f:  # the user edits in place: same inode
+        plan = json.load(f)
+        plan.append(task("T-3", big=2**70))
+        f.seek(0)
+        f.write(json.dumps(plan))
+        f.truncate()
+    assert [t.id for t in load_plan(path)] == ["T-1", "T-2", "T-3"]
+    set_status(path, "T-2", TaskStatus.done)
+    after = json.loads(path.read_text())
+    assert [t["status"] for t in after] == ["done", "done", "pending"] and after[2]["big"] == 2**70
+    assert [t.status for t in load_plan(path)] == [TaskStatus.done, TaskStatus.done, TaskStatus.pending]
+
+
+def test_plans_above_the_size_limits_are_refused_in_one_line(tmp_path):
+    from tilth.store import prd
+
+    too_many = tmp_path / "many.json"
+    too_many.write_text(json.dumps([task(f"T-{i}") for i in range(prd.MAX_TASKS + 1)]))
+    with pytest.raises(BadInput, match=f"{prd.MAX_TASKS + 1:,} tasks is more than the limit of {prd.MAX_TASKS:,}"):
+        load_plan(too_many)
+    too_big = tmp_path / "big.json"
+    too_big.write_text(json.dumps([task("T-1", description="x" * (prd.MAX_BYTES + 1))]))
+    with pytest.raises(BadInput, match="MiB, more than the limit of 16 MiB; split the plan"):
+        load_plan(too_big)

@@ -2,13 +2,21 @@
 
 Status changes are read-modify-write of the raw JSON under a short flock, touching one
 key of one task, so a user who edits or appends tasks while a session runs loses nothing.
+
+A session reads its plan several times per task, so the parsed plan is kept per process and
+reused while the file's identity (inode, size, mtime, ctime) is unchanged; a status change
+tilth writes itself updates the kept copy instead of forcing a re-parse. A plan above
+`MAX_TASKS` tasks or `MAX_BYTES` bytes is refused: past that, every status write rewrites a
+file too big to keep per-task overhead flat.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Iterator
@@ -20,6 +28,8 @@ from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MAX_TASKS = 20_000
+MAX_BYTES = 16 * 1024 * 1024
 
 def _not_blank(value: str) -> str:
     # Python's idea of whitespace (str.strip) is wider than pydantic's: \x1c-\x1f count too.
@@ -79,6 +89,9 @@ def parse_plan(data: bytes, source: str) -> list[Task]:
         raise BadInput(f"{source}: must be a JSON array of tasks, got {type(raw).__name__}")
     if not raw:
         raise BadInput(f"{source}: the plan has no tasks; add at least one")
+    if len(raw) > MAX_TASKS:
+        raise BadInput(f"{source}: {len(raw):,} tasks is more than the limit of {MAX_TASKS:,}; "
+                       "split the plan into several sessions")
     try:
         tasks = _tasks_adapter.validate_python(raw)
     except ValidationError as exc:
@@ -91,12 +104,48 @@ def parse_plan(data: bytes, source: str) -> list[Task]:
     return tasks
 
 
-def load_plan(path: Path) -> list[Task]:
+@dataclass
+class _Kept:
+    identity: tuple[int, ...]
+    tasks: list[Task]
+    raw: list | None = None
+    """The file as `json` parsed it (for a status write), once a write needed it."""
+
+
+_kept: dict[Path, _Kept] = {}
+_MISSING = object()
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _read(path: Path) -> tuple[bytes, tuple[int, ...]]:
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_size > MAX_BYTES:
+                raise BadInput(f"plan {path} is {st.st_size / 2**20:.1f} MiB, more than the limit of "
+                               f"{MAX_BYTES // 2**20} MiB; split the plan into several sessions")
+            return f.read(), _identity(st)
     except OSError as exc:
         raise BadInput(f"cannot read plan {path}: {exc.strerror}") from None
-    return parse_plan(data, str(path))
+
+
+def _current(path: Path) -> _Kept:
+    try:
+        kept = _kept.get(path)
+        if kept is not None and kept.identity == _identity(path.stat()):
+            return kept
+    except OSError:
+        pass
+    data, identity = _read(path)
+    kept = _kept[path] = _Kept(identity, parse_plan(data, str(path)))
+    return kept
+
+
+def load_plan(path: Path) -> list[Task]:
+    return list(_current(path).tasks)
 
 
 def load_current_plan(path: Path) -> list[Task]:
@@ -127,20 +176,42 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
     if not changes:
         return
     with plan_lock(path):
-        data = path.read_bytes()
         try:
-            parse_plan(data, str(path))
+            kept = _current(path)
+            if kept.raw is None:
+                data, identity = _read(path)
+                if identity != kept.identity:
+                    kept = _Kept(identity, parse_plan(data, str(path)))
+                kept.raw = json.loads(data)  # not orjson: it turns integers beyond 64 bits into floats
+                _kept[path] = kept
         except BadInput as exc:
             raise _changed(exc) from None
-        raw = json.loads(data)  # not orjson: it turns integers beyond 64 bits into floats
-        changed = False
-        for item in raw:
+        undo = []
+        for item in kept.raw:
             new = changes.get(item.get("id"))
             if new is not None and item.get("status") != new.value:
+                undo.append((item, item.get("status", _MISSING)))
                 item["status"] = new.value
-                changed = True
-        if changed:
-            write_atomic(path, json.dumps(raw, indent=2, ensure_ascii=False).encode() + b"\n")
+        if not undo:
+            return
+        try:
+            write_atomic(path, _dump(kept.raw))
+        except BaseException:
+            for item, old in undo:  # the kept copy stays what the file still says
+                if old is _MISSING:
+                    del item["status"]
+                else:
+                    item["status"] = old
+            raise
+        tasks = [t.model_copy(update={"status": changes[t.id]}) if t.id in changes else t for t in kept.tasks]
+        _kept[path] = _Kept(_identity(path.stat()), tasks, kept.raw)
+
+
+def _dump(raw: list) -> bytes:
+    try:
+        return orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n"
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson cannot write
+        return json.dumps(raw, indent=2, ensure_ascii=False).encode() + b"\n"
 
 
 def set_status(path: Path, task_id: str, status: TaskStatus) -> None:

@@ -9,15 +9,18 @@ table windowed so it stays bounded.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from functools import cache
+from typing import Callable
 
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.store.learnings import read_learnings
 from tilth.store.ledger import read_entries
 from tilth.store.prd import Task, TaskStatus, load_plan
-from tilth.store.progress import read_progress
+from tilth.store.progress import ProgressLine, read_progress
 
 MARKS = {TaskStatus.done: "done", TaskStatus.failed: "FAILED", TaskStatus.in_progress: "current",
          TaskStatus.pending: "pending"}
@@ -42,10 +45,25 @@ def _norm(text: str) -> str:
     return re.sub(r"[^a-z0-9 ]", "", " ".join(text.lower().split()))
 
 
-def key_learnings(paths: SessionPaths, plan: list[Task], limit: int) -> list[str]:
+def _may_hold_concerns(paths: SessionPaths, plan: list[Task], progress: list[ProgressLine]) -> list[Task]:
+    """The tasks whose ledger can hold a rejection, in plan order: every task with a ledger
+    except those whose latest outcome is done at the first attempt (one entry, accepted).
+    Skipping those keeps the summary's cost flat as a long session goes on."""
+    try:
+        with_ledger = {name.removesuffix(".jsonl") for name in os.listdir(paths.ledger_dir)}
+    except OSError:
+        return []
+    latest = {line.task: line for line in progress}
+    clean = {tid for tid, line in latest.items() if line.outcome == "done" and line.iterations == 1}
+    return [t for t in plan if t.id in with_ledger and t.id not in clean]
+
+
+def key_learnings(paths: SessionPaths, plan: list[Task], limit: int,
+                  progress: list[ProgressLine] | None = None) -> list[str]:
     """Newest first until `limit`, duplicates (case/punctuation-insensitive) dropped."""
     found: list[str] = [f"{learning} ({task_id})" for task_id, learning in read_learnings(learnings_path(paths))]
-    for task in plan:
+    progress = read_progress(paths.progress) if progress is None else progress
+    for task in _may_hold_concerns(paths, plan, progress):
         for entry in read_entries(paths.ledger_dir, task.id):
             v = entry.verdict
             if not v.accepted and v.concern and v.category not in ("no_case", "parse_failed"):
@@ -59,14 +77,14 @@ def key_learnings(paths: SessionPaths, plan: list[Task], limit: int) -> list[str
     return kept[:limit]
 
 
-def _table(plan: list[Task], rows: int, attempts: dict[str, int]) -> list[str]:
+def _table(plan: list[Task], rows: int, attempts: Callable[[str], int]) -> list[str]:
     """Unfinished tasks first claim the rows, then the most recently listed done ones."""
     unfinished = [t for t in plan if t.status != TaskStatus.done][:rows]
     done = [t for t in plan if t.status == TaskStatus.done]
     room = rows - len(unfinished)
     shown = {t.id for t in unfinished} | {t.id for t in (done[-room:] if room > 0 else [])}
     lines = ["| ID | Title | Status | Attempts |", "|---|---|---|---|"]
-    lines += [f"| {t.id} | {t.title} | {MARKS[t.status]} | {attempts.get(t.id, 0)} |" for t in plan if t.id in shown]
+    lines += [f"| {t.id} | {t.title} | {MARKS[t.status]} | {attempts(t.id)} |" for t in plan if t.id in shown]
     if len(plan) > len(shown):
         lines.append(f"[... {len(plan) - len(shown)} more tasks not listed ...]")
     return lines
@@ -74,19 +92,24 @@ def _table(plan: list[Task], rows: int, attempts: dict[str, int]) -> list[str]:
 
 def build_summary(paths: SessionPaths, settings: SummarySettings = SummarySettings()) -> str:
     plan = load_plan(paths.prd)
-    attempts = {t.id: len(read_entries(paths.ledger_dir, t.id)) for t in plan}
+    progress = read_progress(paths.progress)
+
+    @cache
+    def attempts(task_id: str) -> int:
+        return len(read_entries(paths.ledger_dir, task_id))
+
     done = sum(t.status == TaskStatus.done for t in plan)
     failed = [t for t in plan if t.status == TaskStatus.failed]
     current = next((t for t in plan if t.status == TaskStatus.in_progress), None) \
         or next((t for t in plan if t.status == TaskStatus.pending), None)
     out = ["# Progress summary", "", f"Completed: {done}/{len(plan)} tasks"]
-    out.append(f"Current: {current.id} (attempt {attempts[current.id] + 1})" if current else "Current: none")
+    out.append(f"Current: {current.id} (attempt {attempts(current.id) + 1})" if current else "Current: none")
     out.append("Failed: " + (", ".join(t.id for t in failed) if failed else "none"))
-    learnings = key_learnings(paths, plan, settings.learnings)
+    learnings = key_learnings(paths, plan, settings.learnings, progress)
     out += ["", "## Key learnings", *([f"- {item}" for item in learnings] or ["- none recorded yet"])]
     out += ["", f"## Recent outcomes (last {settings.recent_tasks})"]
     by_id = {t.id: t for t in plan}
-    for line in read_progress(paths.progress)[-settings.recent_tasks:][::-1] if settings.recent_tasks else []:
+    for line in progress[-settings.recent_tasks:][::-1] if settings.recent_tasks else []:
         out.append(f"### {line.task}: {line.title} ({line.outcome}, {line.iterations} attempt(s))")
         entries = read_entries(paths.ledger_dir, line.task) if line.task in by_id else []
         if entries and entries[-1].case:
