@@ -1,3 +1,5 @@
 """tilth: turn a task list into a reviewable git branch, one commit per task."""
 
-__version__ = "0.1.0"
+from tilth.core import VERSION as __version__
+
+__all__ = ["__version__"]

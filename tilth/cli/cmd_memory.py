@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from tilth.cli.pick import ID_HELP, pick_session
-from tilth.core.config import load_settings
-from tilth.store.summary import SummarySettings, learnings_path, summary_path, write_summary
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
+    from tilth.core.config import load_settings
+    from tilth.store.summary import SummarySettings, summary_path, write_summary
+
     paths, _ = pick_session(args.id)
     settings = load_settings(paths.home)
     before = summary_path(paths).stat().st_size if summary_path(paths).exists() else 0
@@ -22,6 +23,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_learnings(args: argparse.Namespace) -> int:
+    from tilth.store.summary import learnings_path
+
     paths, _ = pick_session(args.id)
     path = learnings_path(paths)
     print(path.read_text().strip() if path.exists() else f"no proposed learnings yet for {paths.id}")

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import subprocess
-import tempfile
-from pathlib import Path
 
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.errors import BadInput
-from tilth.store.jsonio import write_atomic
-from tilth.store.prd import parse_plan, plan_lock
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def edit_plan(live: Path, editor: str) -> str:
     """Open a copy of the plan in the editor; a saved copy replaces the plan only when it is
     valid and the plan did not change meanwhile, so a running session never reads a broken plan."""
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from tilth.store.jsonio import write_atomic
+    from tilth.store.prd import parse_plan, plan_lock
+
     before = live.read_bytes()
     fd, name = tempfile.mkstemp(prefix=f"tilth-{live.parent.name}-prd-", suffix=".json")
     copy = Path(name)

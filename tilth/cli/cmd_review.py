@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import argparse
 
-from tilth.cli import retire, review
 from tilth.cli.pick import ID_HELP, pick_session
+
+# The libraries (retire, review: pygit2, pydantic) are imported by the handler that uses them.
 
 
 def cmd_push(args: argparse.Namespace) -> int:
+    from tilth.cli import review
+
     _, record = pick_session(args.id)
     print(review.push(record, args.remote).describe())
     return 0
 
 
 def cmd_pr(args: argparse.Namespace) -> int:
+    from tilth.cli import review
+
     paths, record = pick_session(args.id)
     opened = review.open_pr(paths, record, args.base, args.remote, args.web, echo=lambda line: print(line, flush=True))
     if not opened.via_gh:
@@ -26,17 +31,23 @@ def cmd_pr(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from tilth.cli import review
+
     _, record = pick_session(args.id)
     return review.show_diff(record)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from tilth.cli import review
+
     _, record = pick_session(args.id)
     print("\n".join(review.log_lines(record)))
     return 0
 
 
 def cmd_cleanse(args: argparse.Namespace) -> int:
+    from tilth.cli import retire
+
     paths, _ = pick_session(args.id)
     print(retire.cleanse(paths))
     return 0
@@ -52,6 +63,8 @@ def ask(question: str) -> bool:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
+    from tilth.cli import retire
+
     paths, _ = pick_session(args.id)
     print(retire.reset(paths, confirm=(lambda _question: True) if args.yes else ask))
     return 0
