@@ -154,3 +154,15 @@ def model_env(fake):
     """The environment that points tilth's `openai` backend at `fake`."""
     return {"TILTH_BASE_URL": fake.base_url, "TILTH_API_KEY": MODEL_KEY, "TILTH_WORKER_MODEL": "worker",
             "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0"}
+
+
+@pytest.fixture
+def daemon(sandbox):
+    """A sandbox whose sessions a real supervisor runs (tests/supervised.py); nothing outlives the test."""
+    from supervised import Daemon
+
+    helper = Daemon(sandbox)
+    try:
+        yield helper
+    finally:
+        helper.cleanup()

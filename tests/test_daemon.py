@@ -9,156 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
 
-import pytest
-import watchfiles
-
-from conftest import git, task
+from conftest import MODEL_KEY, git, task
+from supervised import alive, start_supervisor, wait_until
 from tilth.store.lock import is_locked, read_holder, wait_released
-
-
-def wait_until(directory: Path, predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    """Wake on changes under `directory` (re-checking every half second) until `predicate`."""
-    if predicate():
-        return
-    deadline = time.monotonic() + timeout
-    for _ in watchfiles.watch(directory, debounce=50, step=10, rust_timeout=500, yield_on_timeout=True):
-        if predicate():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-
-
-class Daemon:
-    """Helpers around one sandbox whose sessions the supervisor runs."""
-
-    def __init__(self, sandbox):
-        self.sb = sandbox
-        # The gates are files outside the worktree that the held steps poll: unconfined on purpose.
-        sandbox.env["TILTH_SANDBOX"] = "off"
-        self.gates = sandbox.root / "gates"
-        self.gates.mkdir()
-
-    def held(self, sid: str, *task_ids: str) -> dict:
-        """A scenario whose listed tasks wait in their worker step until released."""
-        def step(t: str) -> list[dict]:
-            hold = (f"touch {self.gates}/reached-{sid}-{t}; "
-                    f"while [ ! -e {self.gates}/go-{sid}-{t} ] && [ ! -e {self.gates}/go-all ]; do sleep 0.05; done")
-            return [{"write": {"scripted/{task}.md": "held {task}\n"}, "run": [hold]}]
-        return {"tasks": {t: step(t) for t in task_ids}}
-
-    def reached(self, sid: str, task_id: str) -> None:
-        wait_until(self.gates, (self.gates / f"reached-{sid}-{task_id}").exists, f"{sid} to reach {task_id}")
-
-    def release(self, sid: str, task_id: str) -> None:
-        (self.gates / f"go-{sid}-{task_id}").touch()
-
-    def start_args(self, sid: str, plan: list[dict], scenario: dict | None, *extra: str) -> list[str]:
-        args = ["start", "--repo", str(self.sb.repo), "--prd", str(self.sb.write_json(f"{sid}-prd.json", plan)),
-                "--id", sid, "--backend", "scripted", *extra]
-        if scenario is not None:
-            args += ["--scenario", str(self.sb.write_json(f"{sid}-scenario.json", scenario))]
-        return args
-
-    def start(self, sid: str, plan: list[dict], scenario: dict | None = None, *extra: str) -> subprocess.CompletedProcess:
-        result = self.sb.tilth(*self.start_args(sid, plan, scenario, *extra))
-        assert result.returncode == 0, result.stderr
-        return result
-
-    def start_together(self, *specs: tuple) -> None:
-        """`tilth start` for several sessions at once (their queue order is then unspecified)."""
-        procs = [subprocess.Popen([sys.executable, "-m", "tilth", *self.start_args(*spec)], env=self.sb.env,
-                                  cwd=self.sb.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for spec in specs]
-        for proc in procs:
-            assert proc.wait(timeout=60) == 0, proc.stderr.read()
-
-    def record(self, sid: str) -> dict:
-        return json.loads((self.sb.session_dir(sid) / "session.json").read_text())
-
-    def state(self, sid: str) -> str:
-        return self.record(sid)["state"]
-
-    def wait_state(self, sid: str, *states: str) -> None:
-        wait_until(self.sb.session_dir(sid), lambda: self.state(sid) in states, f"{sid} to become {states}")
-
-    def settled(self, sid: str) -> str:
-        """What `tilth wait` waits for (tested on its own): an end state, and nobody holding the session."""
-        ends = ("done", "failed", "stopped", "crashed")
-        lock = self.sb.session_dir(sid) / "session.lock"
-        wait_until(self.sb.session_dir(sid), lambda: self.state(sid) in ends and not is_locked(lock), f"{sid} to end")
-        return self.state(sid)
-
-    def events(self, sid: str, kind: str) -> list[dict]:
-        return [e for e in self.sb.events(sid) if e["type"] == kind]
-
-    def pid(self) -> int:
-        return int((self.sb.home / "daemon.pid").read_text())
-
-    def cleanup(self) -> None:
-        """No process may outlive the test: stop the supervisor, then kill whatever still
-        holds a lock under TILTH_HOME."""
-        (self.gates / "go-all").touch()
-        self.sb.tilth("daemon", "stop", "--timeout", "20")
-        for lock in [self.sb.home / "daemon.lock", *self.sb.home.glob("sessions/*/session.lock")]:
-            if is_locked(lock):
-                pid = (read_holder(lock) or {}).get("pid")
-                if isinstance(pid, int):
-                    kill_tree(pid)
-        # Last resort, e.g. a supervisor `tilth start` launched that was still coming up
-        # when `daemon stop` looked: every process of this test carries its TILTH_HOME.
-        for pid in processes_with_env(f"TILTH_HOME={self.sb.home}"):
-            kill_tree(pid)
-
-
-def processes_with_env(entry: str) -> list[int]:
-    wanted, pids = entry.encode(), []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                if wanted in (proc / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
-
-
-def kill_tree(pid: int) -> None:
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def alive(pid: int) -> bool:
-    """A zombie is dead: pid 1 here does not reap orphans promptly."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-@pytest.fixture
-def daemon(sandbox):
-    helper = Daemon(sandbox)
-    try:
-        yield helper
-    finally:
-        helper.cleanup()
-
-
-def start_supervisor(sandbox, *args: str, env: dict | None = None) -> int:
-    result = sandbox.tilth("daemon", *args, env=env)
-    assert result.returncode == 0, result.stderr
-    return int(result.stdout.split("pid ")[1].split(")")[0])
 
 
 def test_start_returns_at_once_and_the_session_completes(sandbox, daemon):
@@ -356,3 +212,70 @@ def test_daemon_stop_lets_iterations_finish_and_queued_sessions_survive(sandbox,
     unit = sandbox.tilth("daemon", "unit").stdout
     assert f"ExecStart={Path(sys.executable).absolute()} -m tilth daemon --foreground" in unit
     assert f"Environment=TILTH_HOME={sandbox.home}" in unit and "Restart=on-failure" in unit
+
+
+def test_daemon_stop_is_not_held_up_by_a_session_that_will_not_finish_its_iteration(sandbox, daemon):
+    start_supervisor(sandbox, env={"TILTH_STOP_GRACE_S": "1"})
+    daemon.start("g", [task("T-1"), task("T-2")], daemon.held("g", "T-1"))
+    daemon.reached("g", "T-1")
+    runner = read_holder(sandbox.session_dir("g") / "session.lock")["pid"]
+
+    stopped = sandbox.tilth("daemon", "stop", "--timeout", "50")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert not alive(runner), "the runner was killed once the grace period ran out"
+    assert daemon.state("g") == "stopped", "killed on purpose: resumable, not crashed"
+    assert sandbox.commits("g") == []
+    assert "still running after 1.0s" in (sandbox.home / "daemon.log").read_text()
+
+    daemon.release("g", "T-1")
+    resumed = sandbox.tilth("resume", "g", "--foreground")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [c["task"] for c in sandbox.commits("g")] == ["T-1", "T-2"]
+
+
+def test_settings_travel_with_the_session_not_with_the_supervisor(sandbox, daemon, fake, model_env):
+    """A supervisor started from a shell with a dead endpoint and another model runs a session
+    started from this shell with this shell's settings; keys stay in the environment."""
+    from fake_openai import ACCEPT, SUBMIT, call, reply
+
+    stale = {**model_env, "TILTH_BASE_URL": "http://127.0.0.1:9/v1", "TILTH_WORKER_MODEL": "old-model",
+             "TILTH_PREFLIGHT": "false"}
+    start_supervisor(sandbox, env=stale)
+    fake.enqueue("worker", reply(tool_calls=[call("write_file", path="a.txt", content="a\n")]), reply(tool_calls=[SUBMIT]))
+    fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
+
+    config = sandbox.tilth("config", env=model_env)
+    assert f"WARNING: the supervisor (pid {daemon.pid()}) has TILTH_BASE_URL=http://127.0.0.1:9/v1, this shell " \
+           f"TILTH_BASE_URL={fake.base_url}" in config.stdout, config.stdout
+    assert "TILTH_API_KEY" not in config.stdout.split("supervisor (pid")[-1], "equal keys are no difference"
+
+    started = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd",
+                            str(sandbox.write_json("p.json", [task("T-1")])), "--id", "s1", env=model_env)
+    assert started.returncode == 0, started.stderr
+    assert "TILTH_BASE_URL=http://127.0.0.1:9/v1" in started.stderr, "start warns of the difference too"
+    assert daemon.settled("s1") == "done"
+    assert {r["body"]["model"] for r in fake.requests if r.get("body")} == {"worker", "evaluator"}
+    recorded = daemon.record("s1")
+    assert recorded["settings"]["base_url"] == fake.base_url and recorded["settings"]["worker_model"] == "worker"
+    assert recorded["keys"] == ["api_key"] and MODEL_KEY not in (sandbox.session_dir("s1") / "session.json").read_text()
+
+
+def test_a_key_the_supervisor_lacks_is_refused_at_start_and_a_runner_without_it_stops(sandbox, daemon, model_env):
+    keyless = {k: v for k, v in model_env.items() if k != "TILTH_API_KEY"}
+    start_supervisor(sandbox, env=keyless)
+    plan = str(sandbox.write_json("p.json", [task("T-1")]))
+    refused = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", plan, "--id", "s1",
+                            env={**model_env, "TILTH_PREFLIGHT": "false"})
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"supervisor (pid {daemon.pid()}) was started without TILTH_API_KEY" in refused.stderr
+    assert not sandbox.session_dir("s1").exists()
+
+    sandbox.tilth("daemon", "stop", "--timeout", "20")
+    made = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", plan, "--id", "s2", "--at",
+                         "2099-01-01T00:00:00Z", env={**model_env, "TILTH_PREFLIGHT": "false"})
+    assert made.returncode == 0, made.stderr
+    sandbox.tilth("daemon", "stop", "--timeout", "20")
+    ran = sandbox.tilth("run", "s2", env=keyless)
+    assert ran.returncode == 2 and "session s2 was started with TILTH_API_KEY, which this process does not have" \
+        in ran.stderr, ran.stderr
+    assert daemon.state("s2") == "stopped" and "TILTH_API_KEY" in daemon.record("s2")["reason"]

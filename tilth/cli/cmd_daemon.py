@@ -9,19 +9,32 @@ import sys
 
 from tilth.cli.pick import ID_HELP, pick_session
 
-from tilth.daemon import control
-from tilth.daemon.handoff import Handed, stop_session, submit
-from tilth.daemon.supervisor import RESCAN_S
-from tilth.daemon.unit import unit_text
-from tilth.store.home import SessionPaths, session_paths, tilth_home
-from tilth.store.session import SessionState, load_session
-from tilth.views.follow import logs, wait_for
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tilth.daemon.handoff import Handed
+    from tilth.store.home import SessionPaths
+
+# Each handler imports what it uses: daemon.supervisor brings apscheduler, views.follow
+# watchfiles, store.session pydantic; none of them may load for `tilth --help`.
 
 
 def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | None = None) -> int:
+    from tilth.daemon.handoff import submit
+
     handed = submit(paths, reason, resume, start_at, wait=reason != "start")
     print_handed(handed)
     return 0
+
+
+def revive_supervisor(home: Path) -> None:
+    """`tilth status`: a supervisor that died while supervised work waits -> start one, say so on stderr."""
+    from tilth.daemon.revive import revive
+
+    line = revive(home)
+    if line:
+        print(line, file=sys.stderr)
 
 
 def print_handed(h: Handed) -> None:
@@ -34,6 +47,9 @@ def print_handed(h: Handed) -> None:
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
+    from tilth.daemon import control
+    from tilth.store.home import tilth_home
+
     home = tilth_home()
     if args.action == "status":
         return daemon_status(home)
@@ -48,12 +64,22 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             return 4
         return 0
     if args.action == "unit":
+        from tilth.daemon.unit import unit_text
+
         print(unit_text(home), end="")
         return 0
+    if args.action in ("install", "uninstall"):
+        from tilth.daemon.unit import install, uninstall
+
+        ok, line = install(home) if args.action == "install" else uninstall()
+        print(line if ok else f"tilth: {line}", file=sys.stdout if ok else sys.stderr)
+        return 0 if ok else 1
     if args.foreground:
         # The supervisor runs from the light entry point (no model SDK imported): same pid,
         # so a service manager keeps tracking it.
-        argv = [sys.executable, "-m", "tilth.daemon", "--rescan", str(args.rescan)]
+        # Without --rescan the supervisor uses its own default (daemon.supervisor.RESCAN_S).
+        rescan = [] if args.rescan is None else ["--rescan", str(args.rescan)]
+        argv = [sys.executable, "-m", "tilth.daemon", *rescan]
         os.execv(sys.executable, argv)
     running = control.running_pid(home)
     if running is not None:
@@ -64,6 +90,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def daemon_status(home) -> int:
+    from tilth.daemon import control
+
     info = control.holder(home)
     if info is None:
         print(f"supervisor: not running for {home}")
@@ -77,12 +105,19 @@ def daemon_status(home) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    from tilth.daemon.handoff import stop_session
+
     paths, _ = pick_session(args.id)
     print(stop_session(paths, now=args.now))
     return 0
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
+    from tilth.daemon import control
+    from tilth.store.home import session_paths, tilth_home
+    from tilth.store.session import SessionState, load_session
+    from tilth.views.follow import wait_for
+
     sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]
     waiting = [p.id for p in sessions if load_session(p).state == SessionState.queued]
     if waiting and control.running_pid(tilth_home()) is None:
@@ -92,6 +127,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from tilth.views.follow import logs
+
     paths, _ = pick_session(args.id)
     return logs(paths, args.follow, lambda line: print(line, flush=True), last=args.lines, everything=args.all)
 
@@ -105,11 +142,15 @@ def _count(text: str) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     daemon = sub.add_parser("daemon", help="the supervisor that runs sessions in the background")
-    daemon.add_argument("action", nargs="?", choices=["status", "stop", "unit"],
+    daemon.add_argument("action", nargs="?", choices=["status", "stop", "unit", "install", "uninstall"],
                         help="status: is it running; stop: stop it (sessions finish their iteration); "
-                             "unit: print a systemd user unit. Without one: start it")
+                             "unit: print a systemd user unit; install: write it and enable it with "
+                             "systemctl --user (back after a crash or reboot); uninstall: disable and remove "
+                             "it. Without one: start it")
     daemon.add_argument("--foreground", action="store_true", help="run the supervisor in this process")
-    daemon.add_argument("--rescan", type=float, default=RESCAN_S, help="seconds between safety-net rescans")
+    # No default here: naming daemon.supervisor.RESCAN_S would import apscheduler for `--help`;
+    # the supervisor applies it when --rescan is not given.
+    daemon.add_argument("--rescan", type=float, default=None, help="seconds between safety-net rescans")
     daemon.add_argument("--timeout", type=float, default=None, help="with stop: give up waiting after S seconds")
     daemon.set_defaults(handler=cmd_daemon)
 

@@ -103,6 +103,18 @@ class Settings(BaseModel):
     """Times an unparseable verdict is sent back with the error before it is recorded as parse_failed."""
     max_tokens: int | None = Field(None, ge=1)
     """Completion token limit per model call (the provider's default when unset)."""
+    stop_grace_s: float = Field(120.0, ge=0)
+    """Seconds `tilth daemon stop` lets running sessions finish their iteration; then they are killed
+    (kill -9 is safe: they end `stopped` and `tilth resume` continues from their edits)."""
+    auto_resume_attempts: int = Field(3, ge=0, le=100)
+    """Times in a row the supervisor resumes a crashed supervised session by itself (its runner died:
+    OOM, kill -9) before leaving it `crashed` for `tilth resume`; 0 turns auto-resume off. The count
+    starts again when a resumed run ends a task and at every `tilth resume`."""
+    auto_resume_backoff_s: float = Field(30.0, ge=0)
+    """Seconds the supervisor waits before the first auto-resume of a crashed session; doubled for
+    each further attempt, up to `auto_resume_backoff_max_s`."""
+    auto_resume_backoff_max_s: float = Field(900.0, ge=0)
+    """Upper bound on the wait before any one auto-resume."""
     request_timeout: float = Field(300.0, gt=0)
     """Seconds one HTTP request to the model may take."""
     max_retries: int = Field(6, ge=0)
@@ -211,6 +223,47 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
 
 def load_settings(home: Path) -> Settings:
     return load_settings_with_sources(home)[0]
+
+
+SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attempts", "auto_resume_backoff_s",
+                     "auto_resume_backoff_max_s")
+"""Settings of the supervisor itself; every other non-secret setting travels with a session."""
+
+
+def travelling_fields() -> list[str]:
+    return [f for f in Settings.model_fields if f not in SECRET_FIELDS and f not in SUPERVISOR_FIELDS]
+
+
+def session_view(settings: Settings) -> dict[str, object]:
+    """What a session records at `start` (and `resume`) and every later run uses; never a key."""
+    return settings.model_dump(mode="json", include=set(travelling_fields()))
+
+
+def keys_in_use(settings: Settings) -> list[str]:
+    """The key settings a session started with (by name only), so a runner without them can say so."""
+    return [field for field in SECRET_FIELDS if getattr(settings, field)]
+
+
+def with_session_view(settings: Settings, recorded: dict[str, object]) -> Settings:
+    """This process's settings (its keys, the supervisor's own fields) with the session's
+    recorded ones in force; a recorded value this version no longer knows is ignored."""
+    fields = set(travelling_fields())
+    merged = {**settings.model_dump(), **{k: v for k, v in recorded.items() if k in fields}}
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise BadInput(f"the session's recorded settings are invalid ({error['loc'][0] if error['loc'] else '?'}: "
+                       f"{error['msg']}); fix session.json or resume from a shell with valid settings") from None
+
+
+def fingerprint(secret: str | None) -> str | None:
+    """A short one-way tag of a key, enough to tell two keys apart without storing either."""
+    if not secret:
+        return None
+    import hashlib
+
+    return hashlib.sha256(secret.encode()).hexdigest()[:8]
 
 
 def mask(secret: str | None) -> str:

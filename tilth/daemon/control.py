@@ -48,12 +48,56 @@ class DaemonPaths:
 
 class DaemonLock(HeldLock):
     def __init__(self, home: Path):
-        super().__init__(DaemonPaths(home).lock, "supervisor")
+        super().__init__(DaemonPaths(home).lock, "supervisor", {"environment": environment_view()})
         self.home = home
 
     def busy(self, pid: object) -> TilthError:
         return DaemonRunning(f"a supervisor is already running for {self.home} (pid {pid}); "
                              "`tilth daemon stop` stops it")
+
+
+def environment_view() -> dict[str, str]:
+    """The supervisor's TILTH_* environment as `tilth config` compares it with a shell's: values,
+    except keys, which appear only as a short one-way fingerprint."""
+    from tilth.core.config import SECRET_FIELDS, env_name, fingerprint
+
+    secret = {env_name(field) for field in SECRET_FIELDS}
+    return {name: (f"key {fingerprint(value)}" if name in secret else value)
+            for name, value in sorted(os.environ.items()) if name.startswith("TILTH_")}
+
+
+def environment_differences(supervisor: dict) -> list[str]:
+    """One line per TILTH_* variable the running supervisor sees differently from this shell."""
+    from tilth.core.config import SUPERVISOR_FIELDS, env_name
+
+    theirs, mine = supervisor.get("environment") or {}, environment_view()
+    pid, own = supervisor.get("pid", "?"), {env_name(field) for field in SUPERVISOR_FIELDS}
+    lines = []
+    for name in sorted((set(theirs) | set(mine)) - {"TILTH_HOME"}):
+        if theirs.get(name) == mine.get(name):
+            continue
+        seen = f"the supervisor (pid {pid}) has {_shown(name, theirs)}, this shell {_shown(name, mine)}"
+        if theirs.get(name, "").startswith("key ") or mine.get(name, "").startswith("key "):
+            why = "runs of supervised sessions use the supervisor's key"
+        elif name in own:
+            why = "the supervisor uses its own value"
+        else:
+            why = "a session runs with the settings recorded when it was started or resumed, so this shell's apply"
+        lines.append(f"WARNING: {seen}: {why}")
+    return lines
+
+
+def _shown(name: str, view: dict[str, str]) -> str:
+    return f"{name}={view[name]}" if name in view else f"no {name}"
+
+
+def missing_keys(supervisor: dict, needed: list[str]) -> list[str]:
+    """The key variables (`TILTH_API_KEY`, ...) this shell sets and a session needs, but the
+    running supervisor's environment lacks (keys never travel with a session)."""
+    from tilth.core.config import env_name
+
+    theirs = supervisor.get("environment") or {}
+    return [env_name(field) for field in needed if env_name(field) in os.environ and env_name(field) not in theirs]
 
 
 def holder(home: Path) -> dict | None:

@@ -42,13 +42,17 @@ def still_queued(paths: SessionPaths) -> bool:
 
 def stop_session(paths: SessionPaths, now: bool) -> str:
     """Ask the runner to stop after its iteration (SIGTERM), or with `now` kill its process
-    group and mark the session stopped. A queued session just becomes stopped."""
+    group and mark the session stopped. A queued session just becomes stopped, and so does a
+    crashed one waiting for its auto-resume (which is then cancelled)."""
     load_session(paths)
     for _ in range(ROUNDS):
         holder = live_holder(paths.lock)
         if holder is None:
             if transitions.mark_stopped(paths, {SessionState.queued}, now=now, pid=None):
                 return f"session {paths.id} was queued; it is stopped now (`tilth resume {paths.id}` queues it again)"
+            if transitions.cancel_auto_resume(paths):
+                return (f"session {paths.id} had crashed and was due for auto-resume; it is stopped now "
+                        f"(`tilth resume {paths.id}` continues it)")
             record = load_session(paths)
             if record.state != SessionState.queued:
                 return f"session {paths.id} is not running ({effective_state(paths, record)}); nothing to stop"
@@ -69,6 +73,8 @@ def _kill(paths: SessionPaths, pid: int) -> str:
     kill_group(pid)
     if not wait_released(paths.lock, KILL_TIMEOUT):
         raise TilthError(f"session {paths.id}: runner pid {pid} still holds the session {KILL_TIMEOUT:g}s after SIGKILL")
+    # The supervisor may have marked the death `crashed` first (with an auto-resume time, which
+    # lies a backoff ahead); `stopped` replaces that and clears the auto-resume.
     ended = {SessionState.running, SessionState.crashed, SessionState.queued}
     for _ in range(ROUNDS):
         if transitions.mark_stopped(paths, ended, now=True, pid=pid):

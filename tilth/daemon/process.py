@@ -1,7 +1,8 @@
 """The supervisor process (`tilth daemon --foreground`, `python -m tilth.daemon`): hold
 daemon.lock for life, write daemon.pid, tell the starter it is up, run the Supervisor,
 and on SIGTERM/SIGINT stop in order: no new runners, forward SIGTERM so each running
-session finishes its iteration and stops, wait for them, exit. A second signal kills them.
+session finishes its iteration and stops, wait for them, exit. A second signal, or the end
+of the grace period (`stop_grace_s`), kills them: a session's work never holds a stop up.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import select
 import signal
 import sys
+import time
 from pathlib import Path
 
 from tilth.daemon.control import DaemonLock, DaemonPaths, running_pid
@@ -46,9 +48,9 @@ class Signals:
         except BlockingIOError:
             pass  # the pipe is full, so the main thread is due to wake anyway
 
-    def wait(self) -> None:
-        """Block until a signal arrives or a nudge."""
-        select.select([self.read_fd], [], [])
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until a signal arrives, a nudge, or `timeout` seconds pass."""
+        select.select([self.read_fd], [], [], timeout)
         try:
             while os.read(self.read_fd, 4096):
                 pass
@@ -89,15 +91,18 @@ def serve(home: Path, rescan_s: float = RESCAN_S, ready_fd: int | None = None) -
         while not signals.count:
             signals.wait()
         running = supervisor.stop_accepting()
-        log.info("stop requested: %d running session(s) finish their iteration, then stop", len(running))
-        escalated = False
+        grace = supervisor.settings().stop_grace_s
+        log.info("stop requested: %d running session(s) finish their iteration (up to %ss), then stop",
+                 len(running), grace)
+        deadline, escalated = time.monotonic() + grace, False
         while any(child.returncode is None for child in running):
-            if signals.count > 1 and not escalated:
+            if (signals.count > 1 or time.monotonic() >= deadline) and not escalated:
                 escalated = True
-                log.warning("second stop signal: killing the running sessions now")
+                why = "second stop signal" if signals.count > 1 else f"still running after {grace}s"
+                log.warning("%s: killing the running sessions now (resumable)", why)
                 for child in running:
                     child.kill()
-            signals.wait()
+            signals.wait(None if escalated else max(0.0, deadline - time.monotonic()))
         supervisor.finish(running)
         log.info("supervisor pid %d stopped", os.getpid())
         return 0

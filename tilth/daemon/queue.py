@@ -1,13 +1,14 @@
 """Pure decisions for the supervisor's tick: no files, no processes, no clock.
 
 The queue itself is on disk: the sessions whose session.json says `queued` and that were
-handed to the supervisor. Restarting the supervisor therefore loses nothing.
+handed to the supervisor. Restarting the supervisor therefore loses nothing. So is the
+auto-resume of a crashed session: its count and due time are in its session.json.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from tilth.core.errors import BadInput
 from tilth.store.session import SessionRecord, SessionState
@@ -74,7 +75,130 @@ def stale(seen: list[Seen]) -> list[SessionRecord]:
     return [s.record for s in seen if s.record.state == SessionState.running and not s.locked and not s.ours]
 
 
-def wakes(now: datetime, seen: list[Seen]) -> set[datetime]:
-    """Future start times the scheduler should wake the tick for."""
+def wakes(now: datetime, seen: list[Seen], policy: AutoResume | None = None) -> set[datetime]:
+    """Future start times, and (with a policy) auto-resume times, the scheduler should wake the tick for."""
     times = {start_time(s.record) for s in seen if waiting(s.record) and s.record.start_at}
+    if policy is not None:
+        times |= {resume_time(s.record, policy) for s in seen}
     return {t for t in times if t is not None and now < t < NEVER}
+
+
+# -- auto-resume of crashed sessions --------------------------------------------------------
+
+@dataclass(frozen=True)
+class AutoResume:
+    """The supervisor's auto-resume settings (`auto_resume_*` in core/config.Settings)."""
+
+    attempts: int
+    """Auto-resumes in a row before giving up; 0: never."""
+    backoff_s: float
+    """The wait before the first one; doubled for each further one."""
+    backoff_max_s: float
+
+    @classmethod
+    def from_settings(cls, settings) -> "AutoResume":
+        return cls(settings.auto_resume_attempts, settings.auto_resume_backoff_s, settings.auto_resume_backoff_max_s)
+
+
+def backoff(policy: AutoResume, attempt: int) -> float:
+    """Seconds to wait before auto-resume number `attempt` (1, 2, ...): doubling, capped."""
+    return min(policy.backoff_max_s, policy.backoff_s * 2.0 ** min(max(attempt - 1, 0), 60))
+
+
+@dataclass(frozen=True)
+class AfterCrash:
+    """What becomes of a supervised session whose runner just died."""
+
+    auto_resumes: int
+    """Auto-resumes in a row so far (the current streak)."""
+    resume_at: datetime | None
+    """When the supervisor resumes it by itself; None: it waits for `tilth resume`."""
+    gave_up: bool
+    """Its auto-resumes are used up."""
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """What the journal says about the run whose runner died."""
+
+    progressed: bool
+    """It ended a task (done or failed) since the last auto-resume."""
+    launched: bool
+    """A supervisor launched it (a `tilth resume --foreground` of a once-supervised session was not)."""
+
+
+RUN_BOUNDARIES = ("session_queued", "session_launched", "session_started", "session_end", "session_crashed",
+                  "session_stopped", "session_auto_resumed")
+
+
+def last_run(events: list[dict]) -> LastRun:
+    """Read from the end of events.jsonl: task ends back to the last auto-resume, and whether
+    the run's `session_started` (if its runner got that far) directly follows a
+    `session_launched` among the events that bound runs."""
+    progressed = progress_known = started = False
+    launched = None
+    for event in reversed(events):
+        kind = event.get("type")
+        if not progress_known and kind in ("task_done", "task_failed"):
+            progressed = progress_known = True
+        elif kind == "session_auto_resumed":
+            progress_known = True
+        if launched is None and kind in RUN_BOUNDARIES:
+            if kind == "session_started" and not started:
+                started = True
+            else:
+                launched = kind == "session_launched"
+        if progress_known and launched is not None:
+            break
+    return LastRun(progressed, bool(launched))
+
+
+def after_crash(record: SessionRecord, run: LastRun, now: datetime, policy: AutoResume) -> AfterCrash:
+    """A runner died without recording its end. A session the supervisor launched is resumed
+    after the backoff unless its streak of auto-resumes is used up; a run that ended a task
+    starts the streak again. A foreground run is never resumed."""
+    streak = 0 if run.progressed else record.auto_resumes
+    if not record.supervised or not run.launched or policy.attempts <= 0:
+        return AfterCrash(streak, None, False)
+    if streak >= policy.attempts:
+        return AfterCrash(streak, None, True)
+    return AfterCrash(streak, now + timedelta(seconds=backoff(policy, streak + 1)), False)
+
+
+def resume_time(record: SessionRecord, policy: AutoResume) -> datetime | None:
+    """When the supervisor resumes this crashed session by itself; None when it does not
+    (not crashed or not supervised, no time recorded, auto-resume turned off or used up since)."""
+    if record.state != SessionState.crashed or not record.supervised or not record.auto_resume_at:
+        return None
+    if record.auto_resumes >= policy.attempts:
+        return None
+    try:
+        moment = datetime.fromisoformat(record.auto_resume_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def to_auto_resume(now: datetime, seen: list[Seen], policy: AutoResume) -> list[SessionRecord]:
+    """Crashed sessions whose auto-resume time has come, oldest first."""
+    ready = [s.record for s in seen if not s.locked and not s.ours
+             and (when := resume_time(s.record, policy)) is not None and when <= now]
+    return sorted(ready, key=lambda r: (r.created, r.id))
+
+
+def needs_supervisor(seen: list[Seen], policy: AutoResume) -> list[str]:
+    """Why a supervisor should run (empty: no reason): queued supervised sessions (scheduled
+    ones too), crashed ones due for auto-resume, and supervised ones that say running while
+    nobody holds their lock (their runner died with the supervisor away; it marks them crashed)."""
+    queued = [s.record.id for s in seen if waiting(s.record)]
+    crashed = [s.record.id for s in seen if resume_time(s.record, policy) is not None]
+    orphaned = [s.record.id for s in seen if s.record.supervised and s.record.state == SessionState.running
+                and not s.locked]
+    why = []
+    if queued:
+        why.append(f"queued {', '.join(queued)}")
+    if crashed:
+        why.append(f"crashed {', '.join(crashed)} (due for auto-resume)")
+    if orphaned:
+        why.append(f"{', '.join(orphaned)} (runner gone)")
+    return why

@@ -1,9 +1,12 @@
 """The supervisor's decisions. `Supervisor.tick(now)` makes every one: settle children
-that exited, mark sessions whose runner vanished as crashed, re-queue done sessions whose
-plan grew, start queued sessions that are due while slots are free, and ask to be woken
-at the next scheduled start. Everything else only calls it, one tick at a time (a lock): the apscheduler jobs
-(the periodic rescan and `--at` start times), the sessions/ watcher, and a thread per child
-that reports the child's exit. The process around it (lock, signals, shutdown) is in
+that exited, mark sessions whose runner vanished as crashed (with, for a supervised one, an
+auto-resume time after a backoff, or a reason saying its auto-resumes are used up),
+re-queue done sessions whose plan grew, queue crashed sessions whose auto-resume time has
+come (as `tilth resume` would), start queued sessions that are due while slots are free,
+and ask to be woken at the next scheduled start or auto-resume. Everything else only calls
+it, one tick at a time (a lock): the apscheduler jobs (the periodic rescan, and date jobs
+for `--at` start times and auto-resume backoffs), the sessions/ watcher, and a thread per
+child that reports the child's exit. The process around it (lock, signals, shutdown) is in
 process.py.
 """
 
@@ -23,9 +26,10 @@ from tilth.core.errors import BadInput
 from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, describe_exit
 from tilth.daemon.control import DaemonLock
+from tilth.daemon.revive import look
 from tilth.daemon.watcher import Watcher
 from tilth.store.events import read_events
-from tilth.store.home import all_session_ids, session_paths
+from tilth.store.home import session_paths
 from tilth.store.lock import is_locked
 from tilth.store.prd import TaskStatus, load_plan
 from tilth.store.session import SessionState, load_session
@@ -70,25 +74,29 @@ class Supervisor:
     def tick(self, now: datetime) -> None:
         with self._tick_lock:
             try:
-                self._settle_exits()
+                settings = self.settings()
+                policy = queue.AutoResume.from_settings(settings)
+                self._settle_exits(policy, now)
                 seen = self._look()
-                self._recover(queue.stale(seen))
-                self._requeue_grown(seen)
+                if self._recover(queue.stale(seen), policy, now) | self._requeue_grown(seen):
+                    seen = self._look()
                 if not self.stopping:
-                    self._launch(queue.to_start(now, seen, self._max_parallel()))
-                    self._schedule(now, queue.wakes(now, seen))
+                    if self._auto_resume(queue.to_auto_resume(now, seen, policy), policy, now):
+                        seen = self._look()
+                    self._launch(queue.to_start(now, seen, settings.max_parallel_sessions))
+                    self._schedule(now, queue.wakes(now, seen, policy))
             except Exception:
                 log.exception("tick failed; the next one retries")
 
-    def _settle_exits(self) -> None:
+    def _settle_exits(self, policy: queue.AutoResume, now: datetime) -> None:
         for sid, child in list(self.children.items()):
             if child.returncode is not None:
                 del self.children[sid]
                 self.exited.append(child)
                 log.info("session %s: runner pid %d ended (%s)", sid, child.pid, describe_exit(child.returncode))
-        self.exited = [child for child in self.exited if not self._settled(child)]
+        self.exited = [child for child in self.exited if not self._settled(child, policy, now)]
 
-    def _settled(self, child: Child) -> bool:
+    def _settled(self, child: Child, policy: queue.AutoResume, now: datetime) -> bool:
         """True once the child's end shows in session.json. A runner that ends normally
         wrote its own end state; one that died left `running` (or never left `queued`)."""
         paths = child.paths
@@ -108,33 +116,40 @@ class Supervisor:
                                             pid=child.pid, role="supervisor") is not None
         else:
             done = transitions.mark_crashed(paths, f"runner {describe_exit(code)}; see {paths.dir}/run.log",
-                                            code, also_queued=True)
+                                            code, also_queued=True, policy=policy, now=now)
         if done:
             log.warning("session %s: marked %s (runner %s)", paths.id, "stopped" if child.killed else "crashed",
                         describe_exit(code))
         return done
 
     def _look(self) -> list[queue.Seen]:
-        seen = []
-        for sid in all_session_ids(self.home):
-            paths = session_paths(sid, self.home)
-            try:
-                record = load_session(paths)
-            except BadInput:
-                continue
-            active = record.state in (SessionState.queued, SessionState.running)
-            seen.append(queue.Seen(record, locked=active and is_locked(paths.lock), ours=sid in self.children))
-        return seen
+        return look(self.home, set(self.children))
 
-    def _recover(self, stale: list) -> None:
+    def _recover(self, stale: list, policy: queue.AutoResume, now: datetime) -> bool:
+        changed = False
         for record in stale:
             paths = session_paths(record.id, self.home)
-            if transitions.mark_crashed(paths, "its runner is gone (session lock free)", None):
+            if transitions.mark_crashed(paths, "its runner is gone (session lock free)", None, policy=policy, now=now):
+                changed = True
                 log.warning("session %s: said running but nobody held its lock; marked crashed", record.id)
+        return changed
 
-    def _requeue_grown(self, seen: list[queue.Seen]) -> None:
+    def _auto_resume(self, records: list, policy: queue.AutoResume, now: datetime) -> bool:
+        """Crashed sessions due for auto-resume are queued as `tilth resume` queues them; the
+        launch that follows in the same tick runs them with `--resume`."""
+        changed = False
+        for record in records:
+            resumed = transitions.auto_resume(session_paths(record.id, self.home), now, policy)
+            if resumed is not None:
+                changed = True
+                log.warning("session %s: crashed; auto-resume %d of %d", record.id, resumed.auto_resumes,
+                            policy.attempts)
+        return changed
+
+    def _requeue_grown(self, seen: list[queue.Seen]) -> bool:
         """A done session whose prd.json gained pending tasks is queued again (plans are
         re-read only when prd.json's mtime changed)."""
+        changed = False
         for s in seen:
             if s.record.state != SessionState.done or not s.record.supervised:
                 continue
@@ -149,9 +164,11 @@ class Supervisor:
             self._plans_seen[s.record.id] = mtime
             if pending:
                 if transitions.requeue_grown(paths):
+                    changed = True
                     log.info("session %s: prd.json gained pending tasks; queued again", s.record.id)
                 else:
                     self._plans_seen.pop(s.record.id, None)
+        return changed
 
     def _launch(self, records: list) -> None:
         for record in records:
@@ -167,15 +184,16 @@ class Supervisor:
         for moment in wakes - self._wakes:
             self.scheduler.add_job(self.wake, "date", run_date=moment, id=f"start-at-{moment.isoformat()}",
                                    replace_existing=True)
-            log.info("a scheduled start wakes the supervisor at %s", moment.isoformat())
+            log.info("a scheduled start or auto-resume wakes the supervisor at %s", moment.isoformat())
         self._wakes = {moment for moment in self._wakes | wakes if moment > now}
 
-    def _max_parallel(self) -> int:
+    def settings(self) -> Settings:
+        """The home's settings as they are now; the previous ones when they have become unreadable."""
         try:
             self._settings = load_settings(self.home)
         except BadInput as exc:
             log.warning("settings unreadable (%s); keeping the previous ones", exc)
-        return self._settings.max_parallel_sessions
+        return self._settings
 
     # -- life cycle ----------------------------------------------------------------------
 

@@ -6,10 +6,13 @@ and each leaves an event in the session's journal.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Callable
 
+from tilth.core.clock import iso_ms
 from tilth.core.errors import BadInput
-from tilth.store.events import EventLog, document
+from tilth.daemon import queue
+from tilth.store.events import EventLog, document, read_events
 from tilth.store.home import SessionPaths
 from tilth.store.lock import SessionLock, read_holder
 from tilth.store.session import SessionRecord, SessionState, load_session, save_session
@@ -19,8 +22,12 @@ document(
         "session_queued": "the session was handed to the supervisor; data: reason (start|resume|plan_grew), "
                           "start_at, resume",
         "session_launched": "the supervisor is starting a runner for the queued session; data: resume",
-        "session_crashed": "the session said running but its runner was gone; data: reason, exit_code",
-        "session_stopped": "`tilth stop` stopped a queued session, or killed its runner with --now; data: now, pid",
+        "session_crashed": "the session said running but its runner was gone; data: reason, exit_code, "
+                           "auto_resume (at|gave_up|off), auto_resume_at, auto_resumes (in a row so far)",
+        "session_auto_resumed": "the supervisor queued a crashed session to resume by itself after the backoff; "
+                                "data: attempt, attempts (the most in a row), backoff_s, crash (the crash's reason)",
+        "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume), or killed "
+                           "its runner with --now; data: now, pid",
     }
 )
 
@@ -48,14 +55,20 @@ def change(paths: SessionPaths, role: str, decide: Decide, event: str, **data: A
         lock.release()
 
 
+def queued_for(record: SessionRecord, resume: bool, start_at: str | None) -> dict[str, Any]:
+    """The fields that hand a session to the supervisor; `tilth resume` and an auto-resume
+    set the same ones, so the runner it gets is the same `tilth run <id> --resume`."""
+    return {"state": SessionState.queued, "supervised": True, "start_at": start_at, "pid": None,
+            "resume_requested": resume or record.resume_requested, "auto_resume_at": None}
+
+
 def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | None) -> SessionRecord:
     """Queue the session for the supervisor (`tilth start`, `tilth resume`). Refused while
-    any process runs it."""
+    any process runs it. A person's start or resume begins the auto-resume count again."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if reason == "start" and record.state != SessionState.queued:
             raise BadInput(f"session {paths.id!r} is {record.state.value}, not new")
-        return {"state": SessionState.queued, "supervised": True, "start_at": start_at, "pid": None,
-                "resume_requested": resume or record.resume_requested}
+        return {**queued_for(record, resume, start_at), "auto_resumes": 0}
 
     record = change(paths, "cli", decide, "session_queued", reason=reason, start_at=start_at, resume=resume)
     if record is None:
@@ -79,15 +92,59 @@ def claim_for_launch(paths: SessionPaths) -> tuple[bool, bool]:
     return claimed, seen.get("resume", False)
 
 
-def mark_crashed(paths: SessionPaths, reason: str, exit_code: int | None, also_queued: bool = False) -> bool:
-    """running (or, for a runner that died before starting, queued) -> crashed, resumable."""
+def mark_crashed(paths: SessionPaths, reason: str, exit_code: int | None, also_queued: bool = False,
+                 policy: queue.AutoResume | None = None, now: datetime | None = None) -> bool:
+    """running (or, for a runner that died before starting, queued) -> crashed, resumable.
+    With a policy, a supervised session also gets its auto-resume time (queue.after_crash),
+    or, its auto-resumes used up, a reason that says so."""
     states = {SessionState.running, SessionState.queued} if also_queued else {SessionState.running}
+    plan: dict[str, queue.AfterCrash] = {}
 
     def decide(record: SessionRecord) -> dict[str, Any] | None:
-        changed = {"state": SessionState.crashed, "pid": None, "reason": f"runner gone: {reason}"}
-        return changed if record.state in states else None
+        if record.state not in states:
+            return None
+        changed: dict[str, Any] = {"state": SessionState.crashed, "pid": None, "reason": f"runner gone: {reason}",
+                                   "auto_resume_at": None}
+        if policy is None or now is None:
+            return changed
+        after = plan["after"] = queue.after_crash(record, queue.last_run(read_events(paths.events)), now, policy)
+        changed["auto_resumes"] = after.auto_resumes
+        if after.resume_at is not None:
+            changed["auto_resume_at"] = iso_ms(after.resume_at)
+            changed["reason"] += (f"; auto-resume {after.auto_resumes + 1} of {policy.attempts} at "
+                                  f"{changed['auto_resume_at']}")
+        elif after.gave_up:
+            changed["reason"] = (f"crashed {after.auto_resumes + 1} times in a row (auto-resumed "
+                                 f"{after.auto_resumes}); auto-resume gave up; `tilth resume {record.id}` "
+                                 f"continues it; last: runner gone: {reason}")
+        return changed
 
-    return change(paths, "supervisor", decide, "session_crashed", reason=reason, exit_code=exit_code) is not None
+    def outcome(record: SessionRecord) -> str:
+        after = plan.get("after")
+        return "off" if after is None or not (after.resume_at or after.gave_up) else \
+            "gave_up" if after.gave_up else "at"
+
+    return change(paths, "supervisor", decide, "session_crashed", reason=reason, exit_code=exit_code,
+                  auto_resume=outcome, auto_resume_at=lambda r: r.auto_resume_at,
+                  auto_resumes=lambda r: r.auto_resumes) is not None
+
+
+def auto_resume(paths: SessionPaths, now: datetime, policy: queue.AutoResume) -> SessionRecord | None:
+    """A crashed session whose auto-resume time has come is queued as `tilth resume` queues
+    it, one more auto-resume counted."""
+    seen: dict[str, Any] = {}
+
+    def decide(record: SessionRecord) -> dict[str, Any] | None:
+        when = queue.resume_time(record, policy)
+        if when is None or when > now:
+            return None
+        attempt = record.auto_resumes + 1
+        seen.update(attempt=attempt, crash=record.reason)
+        return {**queued_for(record, resume=True, start_at=None), "auto_resumes": attempt}
+
+    return change(paths, "supervisor", decide, "session_auto_resumed", attempt=lambda _: seen["attempt"],
+                  attempts=policy.attempts, backoff_s=lambda _: queue.backoff(policy, seen["attempt"]),
+                  crash=lambda _: seen["crash"])
 
 
 def requeue_grown(paths: SessionPaths) -> bool:
@@ -95,10 +152,21 @@ def requeue_grown(paths: SessionPaths) -> bool:
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if record.state != SessionState.done or not record.supervised:
             return None
-        return {"state": SessionState.queued, "start_at": None}
+        return {"state": SessionState.queued, "start_at": None, "auto_resumes": 0, "auto_resume_at": None}
 
     return change(paths, "supervisor", decide, "session_queued", reason="plan_grew", start_at=None,
                   resume=False) is not None
+
+
+def cancel_auto_resume(paths: SessionPaths) -> SessionRecord | None:
+    """`tilth stop` on a crashed session waiting for its auto-resume: stopped, not resumed."""
+    def decide(record: SessionRecord) -> dict[str, Any] | None:
+        if record.state != SessionState.crashed or not record.auto_resume_at:
+            return None
+        return {"state": SessionState.stopped, "pid": None, "auto_resume_at": None,
+                "reason": f"auto-resume cancelled by `tilth stop` ({record.reason})"}
+
+    return change(paths, "cli", decide, "session_stopped", now=False, pid=None)
 
 
 def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid: int | None,
@@ -106,6 +174,32 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
     """A queued session, or one whose runner was killed (`--now`), becomes stopped (resumable)."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         why = "runner killed by `tilth stop --now`" if now else "stopped by `tilth stop` before it ran"
-        return {"state": SessionState.stopped, "pid": None, "reason": why} if record.state in states else None
+        if record.state not in states:
+            return None
+        return {"state": SessionState.stopped, "pid": None, "reason": why, "auto_resume_at": None}
 
     return change(paths, role, decide, "session_stopped", now=now, pid=pid)
+
+
+document({"settings_recorded": "`tilth resume` put the settings set in its shell over the session's recorded "
+                               "ones; data: changed (setting names)"})
+
+
+def record_settings(paths: SessionPaths, overrides: dict[str, Any], keys: list[str],
+                    backend: str | None) -> list[str]:
+    """`tilth resume`: what the resuming shell sets (env or config.toml) replaces the session's
+    recorded settings, and `backend` its backend; the names that changed. Nothing changes while
+    a runner holds the session (the resume is then refused as already running)."""
+    changed: list[str] = []
+
+    def decide(record: SessionRecord) -> dict[str, Any] | None:
+        merged = {**record.settings, **overrides}
+        changed.extend(sorted(name for name in merged if record.settings.get(name) != merged[name]))
+        updates: dict[str, Any] = {"settings": merged, "keys": sorted({*record.keys, *keys})}
+        if backend and backend != record.backend.name:
+            updates["backend"] = record.backend.model_copy(update={"name": backend})
+            changed.append("backend")
+        return updates if changed or updates["keys"] != record.keys else None
+
+    change(paths, "cli", decide, "settings_recorded", changed=lambda _: changed)
+    return changed

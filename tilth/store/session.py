@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -56,6 +57,12 @@ class SessionRecord(BaseModel):
     """The confinement in force for the last run: `bwrap` or `off` (unconfined)."""
     checks: list[str] = []
     """Commands run in the worktree before each evaluation (`tilth start --check`)."""
+    settings: dict[str, Any] = {}
+    """The non-secret settings resolved by `tilth start` (or the last `tilth resume`) in the user's
+    shell: every run uses these, whatever the environment of the process running it."""
+    keys: list[str] = []
+    """Which key settings (`api_key`, `evaluator_api_key`) the session was started with, by name
+    only: a runner without one of them stops with a line saying where to set it."""
     pid: int | None = None
     """The process that last ran the session; liveness is judged by the session lock, not this."""
     supervised: bool = False
@@ -66,6 +73,12 @@ class SessionRecord(BaseModel):
     resume_requested: bool = False
     """`tilth resume` queued it: the supervisor runs it as a resume (soft-unwinds a FAILED
     placeholder at HEAD) and clears this just before it spawns the runner."""
+    auto_resumes: int = 0
+    """Times in a row the supervisor resumed this session by itself after its runner crashed;
+    back to 0 when a run ends a task or a person resumes or starts it (`auto_resume_attempts`)."""
+    auto_resume_at: str | None = None
+    """The crashed session will be resumed by the supervisor at this time (UTC, ms); None when it
+    will not be (not supervised, auto-resume off or given up, or not crashed)."""
 
 
 def load_session(paths: SessionPaths) -> SessionRecord:
