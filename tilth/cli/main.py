@@ -7,26 +7,27 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
-from typing import Any
 
-import orjson
-
-from tilth.cli.cmd_memory import register as register_memory
+from tilth.core import VERSION
+from tilth.cli import cmd_daemon, cmd_memory, cmd_plan, cmd_review
 from tilth.cli.pick import ID_HELP, pick_session
-from tilth.core.config import Settings, describe, load_settings, load_settings_with_sources
-from tilth.core.diskspace import is_disk_full, no_space
 from tilth.core.errors import BadInput, DiskFull, TilthError
-from tilth.git.gitops import GitError
-from tilth.git.integrity import git_failure
-from tilth.run.create import create_session
-from tilth.run.loop import run_session
-from tilth.run.stopflag import StopFlag
-from tilth.store.home import session_paths, tilth_home
 from tilth.store.redaction import redact_text
-from tilth.store.session import BackendChoice, SessionState, load_session, refuse_archived
-from tilth.views.report import print_event
-from tilth.views.status import all_summaries, render_one, render_table, session_summary
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from tilth.core.config import Settings
+    from tilth.store.session import BackendChoice
+
+# Handlers import their libraries when they run: building the parser (`tilth --help`) and
+# `tilth status` on an empty home must not pay for pydantic, pygit2, the openai SDK, rich,
+# watchfiles or apscheduler (tests/test_cold_start.py, bench/cold_start.py).
+
+NO_SESSIONS = "no sessions; create one with `tilth start`"
+"""`tilth status` with no session; the same line as views/status.render_table([])."""
 
 
 def configured_backend(settings: Settings) -> str | None:
@@ -35,6 +36,10 @@ def configured_backend(settings: Settings) -> str | None:
 
 
 def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoice:
+    from pathlib import Path
+
+    from tilth.store.session import BackendChoice
+
     name = args.backend or configured_backend(settings)
     if not name:
         raise BadInput(
@@ -46,19 +51,49 @@ def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoic
 
 
 def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
+    from tilth.core.config import load_settings
+    from tilth.run.loop import run_session
+    from tilth.run.stopflag import StopFlag
+    from tilth.store.home import session_paths
+    from tilth.store.session import load_session, refuse_archived
+    from tilth.views.report import print_event
+
     paths = session_paths(session_id)
     record = load_session(paths)
     refuse_archived(record)
     settings = load_settings(paths.home)
     print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
-    return run_session(paths, settings, StopFlag().install(), resume=resume,
-                       backend_name=configured_backend(settings), echo=print_event, expect_queued=expect_queued)
+    return run_session(paths, settings, StopFlag().install(), resume=resume, echo=print_event,
+                       expect_queued=expect_queued)
+
+
+def supervisor_sees_keys(home: Path, settings: Settings) -> None:
+    """Before a session is handed over: a running supervisor lacking a key this shell gives the
+    session is refused (keys never travel with a session); other differences are warned of."""
+    from tilth.core.config import keys_in_use
+    from tilth.daemon.control import environment_differences, holder, missing_keys
+
+    info = holder(home)
+    if info is None:
+        return  # the supervisor is started from this shell, with its environment
+    missing = missing_keys(info, keys_in_use(settings))
+    if missing:
+        names = " and ".join(missing)
+        raise BadInput(f"the running supervisor (pid {info.get('pid')}) was started without {names}, which this "
+                       f"session needs and which is never written to disk: put it in {home / 'config.toml'}, or "
+                       "`tilth daemon stop` and start again from this shell")
+    for line in environment_differences(info):
+        say(line)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from tilth.cli.cmd_daemon import hand_over
+    from pathlib import Path
+
     from tilth.core.clock import iso
+    from tilth.core.config import load_settings
     from tilth.daemon.queue import parse_when
+    from tilth.run.create import create_session
+    from tilth.store.home import tilth_home
 
     if args.at and args.foreground:
         raise BadInput("--at schedules a start for the supervisor; drop --foreground")
@@ -69,23 +104,34 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise BadInput(f"--prd {prd} is a directory; pass the prd.json file inside it")
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
+    if not args.foreground:
+        supervisor_sees_keys(tilth_home(), settings)
     paths = create_session(Path(args.repo).expanduser(), prd, args.id, args.base,
                            backend_choice(args, settings), settings, args.check, notify=say)
     print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
     if args.foreground:
         return run_foreground(paths.id, resume=False)
-    return hand_over(paths, "start", resume=False, start_at=start_at)
+    return cmd_daemon.hand_over(paths, "start", resume=False, start_at=start_at)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from tilth.core.config import describe, load_settings_with_sources
+    from tilth.store.home import tilth_home
+
+    from tilth.daemon.control import environment_differences, holder
+
     settings, sources = load_settings_with_sources(tilth_home())
     print(f"TILTH_HOME = {tilth_home()}")
     print("\n".join(describe(settings, sources)))
+    info = holder(tilth_home())
+    print("\n".join(environment_differences(info)) if info else "supervisor: not running (it takes the environment "
+          "of the command that starts it)")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tilth.daemon.handoff import still_queued
+    from tilth.store.home import session_paths
 
     if args.at:
         raise BadInput(f"`tilth run` runs a session now, in this process; to start it later use "
@@ -97,20 +143,31 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from tilth.cli.cmd_daemon import hand_over
+    from tilth.store.session import refuse_archived
+
+    from tilth.core.config import keys_in_use, load_settings_with_sources, travelling_fields
+    from tilth.daemon.transitions import record_settings
 
     paths, record = pick_session(args.id)
     refuse_archived(record)
+    settings, sources = load_settings_with_sources(paths.home)
+    if not args.foreground:
+        supervisor_sees_keys(paths.home, settings)
+    shell = {name: value for name, value in settings.model_dump(mode="json").items()
+             if name in sources and name in travelling_fields()}
+    changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in shell else None)
+    if changed:
+        say(f"session {paths.id}: this shell's settings replace the recorded {', '.join(changed)}")
     if args.foreground:
         return run_foreground(paths.id, resume=True)
-    return hand_over(paths, "resume", resume=True)
+    return cmd_daemon.hand_over(paths, "resume", resume=True)
 
 
 def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
     from tilth.daemon.control import heartbeat_age, holder
 
     info = holder(home)
-    waiting = sum(1 for s in summaries if s["state"] == SessionState.queued and s.get("supervised"))
+    waiting = sum(1 for s in summaries if s["state"] == "queued" and s.get("supervised"))
     if info is None:
         return f"supervisor: not running; {waiting} queued session(s) wait for it (`tilth daemon` starts it)" \
             if waiting else "supervisor: not running"
@@ -120,30 +177,39 @@ def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tilth.views.status import print_rich_table
+    from tilth.store.home import all_session_ids, session_paths, tilth_home
 
     if args.id:
+        from tilth.views.status import render_one, session_summary
+
+        cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
         summary = session_summary(session_paths(args.id))
-        print(orjson.dumps(summary).decode() if args.json else render_one(summary))
-    else:
-        summaries = all_summaries(tilth_home())
+        print(json_text(summary) if args.json else render_one(summary))
+        return 0
+    home = tilth_home()
+    if not all_session_ids(home):  # a new user: answered without the session models
         if args.json:
-            print(orjson.dumps(summaries).decode())
-        elif sys.stdout.isatty():
-            print_rich_table(summaries, supervisor_line(tilth_home(), summaries))
+            print("[]")
         else:
-            print(render_table(summaries, supervisor_line(tilth_home(), summaries)))
+            print(f"{NO_SESSIONS}\n{supervisor_line(home, [])}")
+        return 0
+    cmd_daemon.revive_supervisor(home)  # a supervisor that died, with work waiting: start one
+    from tilth.views.status import all_summaries, print_rich_table, render_table
+
+    summaries = all_summaries(home)
+    if args.json:
+        print(json_text(summaries))
+    elif sys.stdout.isatty():
+        print_rich_table(summaries, supervisor_line(home, summaries))
+    else:
+        print(render_table(summaries, supervisor_line(home, summaries)))
     return 0
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed_version
+def json_text(value: Any) -> str:
+    import orjson
 
-    try:
-        return installed_version("tilth")
-    except PackageNotFoundError:  # running from a source tree: the package's own attribute
-        return sys.modules["tilth"].__version__  # loaded before any of its modules
+    return orjson.dumps(value).decode()
 
 
 class Commands(argparse._SubParsersAction):
@@ -158,7 +224,7 @@ class Commands(argparse._SubParsersAction):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilth", description="Turn a task list into a reviewable git branch.")
     parser.register("action", "parsers", Commands)
-    parser.add_argument("--version", action="version", version=f"tilth {version()}")
+    parser.add_argument("--version", action="version", version=f"tilth {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
@@ -195,18 +261,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = sub.add_parser("config", help="the resolved configuration and where each value came from")
     config.set_defaults(handler=cmd_config)
-    register_memory(sub)
-    from tilth.cli.cmd_plan import register as register_plan
-    register_plan(sub)
-    from tilth.cli.cmd_review import register as register_review
-    register_review(sub)
-    from tilth.cli.cmd_daemon import register as register_daemon
-    register_daemon(sub)
+    cmd_memory.register(sub)
+    cmd_plan.register(sub)
+    cmd_review.register(sub)
+    cmd_daemon.register(sub)
     return parser
 
 
 def say(line: str) -> None:
     print(f"tilth: {redact_text(line)}", file=sys.stderr, flush=True)
+
+
+def git_error() -> type[Exception]:
+    """pygit2's error class once pygit2 is loaded; before that nothing can raise it, and
+    `tilth --help` must not import pygit2 just to name it in an except clause."""
+    if "pygit2" not in sys.modules:
+        return NoGitError
+    from tilth.git.gitops import GitError
+
+    return GitError
+
+
+class NoGitError(Exception):
+    """Never raised: stands in for pygit2.GitError while pygit2 is not loaded."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,11 +303,15 @@ def main(argv: list[str] | None = None) -> int:
     except TilthError as exc:
         say(str(exc))
         return exc.exit_code
-    except GitError as exc:
+    except git_error() as exc:
+        from tilth.git.integrity import git_failure
+
         failure = git_failure(exc, "the repository", "run the command again")
         say(str(failure))
         return failure.exit_code
     except OSError as exc:
+        from tilth.core.diskspace import is_disk_full, no_space
+
         if not is_disk_full(exc):
             raise
         say(f"{no_space(exc)} and run the command again")

@@ -21,7 +21,7 @@ from tilth.agents.preflight import preflight
 from tilth.agents.protocol import make_backend
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
-from tilth.core.config import Settings
+from tilth.core.config import Settings, keys_in_use, session_view
 from tilth.core.diskspace import is_disk_full, no_space
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.core.faults import checkpoint
@@ -82,6 +82,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     record = SessionRecord(
         id=paths.id, repo=str(Path(repo.workdir).resolve()), base_commit=str(base.id), branch=branch,
         worktree=str(paths.worktree), backend=backend, created=now, updated=now, checks=list(checks),
+        settings=session_view(settings), keys=keys_in_use(settings),
     )
     intent = CreationIntent(id=paths.id, repo=str(Path(repo.path).resolve()), branch=branch,
                             worktree_name=worktree_name(paths.id), worktree=str(paths.worktree), base=str(base.id))

@@ -14,9 +14,9 @@ from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
-from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings
+from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings, env_name, with_session_view
 from tilth.core.diskspace import is_disk_full
-from tilth.core.errors import DiskFull, StopRequested, TilthError
+from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
@@ -36,7 +36,8 @@ from tilth.views.endreport import record_report
 
 document(
     {
-        "session_started": "a process took the session lock and began running; data: backend, pid, resume",
+        "session_started": "a process took the session lock and began running; data: backend, pid, resume, "
+                           "caps (the limits in force: max_spend_usd, max_wall_clock_s, max_evaluator_calls_per_task)",
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
                    "setting, network (on|off: whether the agent's commands reach the network)",
         "task_started": "a task was marked in_progress",
@@ -66,19 +67,25 @@ class Run:
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
-                backend_name: str | None = None, echo: Callable[[dict], None] | None = None,
-                expect_queued: bool = False) -> int:
-    """Run the session to its end. `expect_queued` (a supervisor's child): do nothing unless the
-    session is still queued once the lock is held, so a `tilth stop` racing the spawn wins."""
+                echo: Callable[[dict], None] | None = None, expect_queued: bool = False) -> int:
+    """Run the session to its end with its recorded settings (`settings` gives the keys and
+    anything the session did not record). `expect_queued` (a supervisor's child): do nothing
+    unless the session is still queued once the lock is held, so a `tilth stop` racing the
+    spawn wins."""
     register_secret(settings.api_key)
     register_secret(settings.evaluator_api_key)
-    register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
     with SessionLock(paths.lock, paths.id) as lock:
         if expect_queued and load_session(paths).state != SessionState.queued:
             return EXIT_STOPPED
         try:
+            settings = session_settings(paths, settings)
+        except BadInput as exc:
+            set_state(paths, SessionState.stopped, pid=None, reason=str(exc))
+            raise
+        register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
+        try:
             keep_reserve(paths)
-            run = prepare(paths, settings, stop, resume, backend_name, EventLog(paths.events, echo))
+            run = prepare(paths, settings, stop, resume, EventLog(paths.events, echo))
         except BaseException as exc:
             if (stopped := stop_reason(exc, paths)) is None:
                 raise
@@ -100,21 +107,29 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
         return exit_code
 
 
-def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, backend_name: str | None,
-            events: EventLog) -> Run:
+def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
+    """The session's recorded settings over this process's; the keys it started with must be here."""
+    record = load_session(paths)
+    resolved = with_session_view(settings, record.settings)
+    missing = [env_name(field) for field in record.keys if not getattr(resolved, field)]
+    if missing:
+        raise BadInput(f"session {paths.id} was started with {' and '.join(missing)}, which this process does not "
+                       f"have (keys are never written to disk): put it in {paths.home / 'config.toml'} or in the "
+                       f"supervisor's environment, then `tilth resume {paths.id}`")
+    return resolved
+
+
+def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
-    if backend_name and backend_name != record.backend.name:
-        record.backend.name = backend_name
-        save_session(paths, record)
-    meter = Meter.from_events(events.read())
+    meter = Meter.from_rollup(events.keep_rollup())
     backend = make_backend(record.backend, settings, meter)
     ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     reconcile(ws, unwind_failed=resume)
     set_state(paths, SessionState.running, pid=os.getpid())
-    events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume)
+    events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
                sandbox, hooks)

@@ -27,9 +27,11 @@ PROBE_RETRIES = (0.01, 0.02, 0.04, 0.08)
 class HeldLock:
     """An exclusive flock on `path`, with `{pid, role, started, heartbeat}` written inside."""
 
-    def __init__(self, path: Path, role: str):
+    def __init__(self, path: Path, role: str, extra: dict | None = None):
         self.path = path
         self.role = role
+        self.extra = extra or {}
+        """More facts the holder publishes in the lock file (the supervisor: its view of the settings)."""
         self._fd: int | None = None
         self._started = iso()
 
@@ -61,7 +63,8 @@ class HeldLock:
         """Refresh the heartbeat, written in place: replacing the file would orphan the flock."""
         if self._fd is None:
             return
-        body = orjson.dumps({"pid": os.getpid(), "role": self.role, "started": self._started, "heartbeat": iso()})
+        body = orjson.dumps({**self.extra, "pid": os.getpid(), "role": self.role, "started": self._started,
+                             "heartbeat": iso()})
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, body, 0)
 
