@@ -11,8 +11,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# The real-model test needs llama.cpp's server (a cached wheel, or a ~5 min build) and a
-# small model; when that cannot be installed the test is skipped with the printed reason.
+# The real-model test needs llama.cpp's server (a cached wheel, or a 5-30 min build that prints its
+# progress every 30 s) and a small model; when that cannot be installed the test is skipped with
+# the printed reason.
 llama: $(STAMP)
 	scripts/install-llama.sh $(VENV) || echo "make: llama.cpp server unavailable; the real-model test will skip"
 

@@ -52,6 +52,13 @@ start=$SECONDS
 SCRATCH=$(mktemp -d "$CACHE_ROOT/.scratch.XXXXXX")
 trap 'rm -rf "$SCRATCH"' EXIT
 pip_() { "$PY" -m pip --disable-pip-version-check "$@" >>"$LOG" 2>&1; }
+# Every 30 s while the build runs: elapsed time and the compiler's latest `[ NN%]` step.
+heartbeat() {
+    while sleep "${TILTH_BUILD_HEARTBEAT_S:-30}"; do
+        step=$(grep -ao '\[ *[0-9]*%\].*' "$LOG" 2>/dev/null | tail -n 1 | sed -E 's| [^ ]*/([^/ ]+)$| \1|' | cut -c1-80 || true)
+        echo "install-llama: still building, $(( (SECONDS - start) / 60 ))m$(( (SECONDS - start) % 60 ))s so far${step:+: $step}" >&2
+    done
+}
 fail() { tail -n 30 "$LOG" >&2; die "$* (full log: $LOG)"; }
 
 # 1. llama-cpp-python wheel: cached, or built once with the portable flags.
@@ -66,10 +73,17 @@ if [ -z "$wheel" ]; then
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential cmake; } \
             >>"$LOG" 2>&1 || fail "apt-get install build-essential cmake failed"
     fi
-    echo "install-llama: building llama-cpp-python $LLAMA_VERSION (takes ~5 min on 2 cores; log: $LOG)" >&2
-    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
-        pip_ wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$SCRATCH/llama" \
-            "llama-cpp-python==$LLAMA_VERSION" || fail "building llama-cpp-python $LLAMA_VERSION failed"
+    jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}
+    echo "install-llama: building llama-cpp-python $LLAMA_VERSION once (the wheel is then cached in $WHEELS)." >&2
+    echo "install-llama: it takes about 5 min with 2 idle cores and was 27 min on a busy 2-core machine:" \
+         "it depends on the free cores ($jobs parallel jobs) and the load; log: $LOG" >&2
+    heartbeat &
+    beat=$!
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
+        pip_ wheel -v --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$SCRATCH/llama" \
+            "llama-cpp-python==$LLAMA_VERSION" || { kill "$beat" 2>/dev/null; fail "building llama-cpp-python $LLAMA_VERSION failed"; }
+    kill "$beat" 2>/dev/null || true
+    echo "install-llama: built in $((SECONDS - start))s" >&2
     built=$(ls "$SCRATCH"/llama/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n 1 || true)
     [ -n "$built" ] || fail "pip wheel produced no llama_cpp_python-$LLAMA_VERSION wheel"
     mv "$built" "$WHEELS/" && wheel="$WHEELS/$(basename "$built")"
