@@ -1,17 +1,23 @@
 """`tilth --help`, `--version` and `tilth status` on a home without sessions start cheap:
 building the argparse tree imports no library a command uses only when it runs (pydantic,
 pygit2, the openai SDK, rich, watchfiles, apscheduler), and an empty `status` never loads the
-session models. A heavy import creeping back into a command module's top fails here; the
-wall time itself is measured by `python -m bench.cold_start`, not asserted."""
+session models. The commands that only look at sessions (`tilth status`, `status <id>`,
+`--json`, `tilth logs <id> -n N`) read them without pydantic (`store/session_peek.py`,
+`store/prd_peek.py`, the roll-up's own reader). A heavy import creeping back into a command
+module's top, or onto a read path, fails here; the wall time itself is measured by
+`python -m bench.cold_start` and `python -m bench.status_scale`, not asserted."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from json import dumps
 from pathlib import Path
 
 import pytest
+
+from conftest import make_repo, task
 
 HEAVY = ("pydantic", "pydantic_core", "pygit2", "openai", "httpx", "rich", "watchfiles", "apscheduler",
          "tilth.store.session", "tilth.core.config")
@@ -84,3 +90,44 @@ def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     result, modules = imported(tmp_path / "home", "config")
     assert result.returncode == 0, result.stderr
     assert {"pydantic", "tilth.core.config"} <= set(heavy(modules, HEAVY))
+
+
+READ_ONLY = HEAVY + ("tilth.store.prd", "tilth.daemon.queue")
+"""Not imported by the commands that only look at existing sessions."""
+
+
+@pytest.fixture(scope="module")
+def home_with_sessions(tmp_path_factory) -> Path:
+    """Two sessions run to the end with the scripted backend, a third crashed and due for an
+    auto-resume (as the supervisor leaves one), so every line of the views is drawn."""
+    root = tmp_path_factory.mktemp("sessions")
+    home, repo = root / "home", make_repo(root / "repo")
+    plan, scenario = root / "prd.json", root / "scenario.json"
+    plan.write_text(dumps([task("T-1"), task("T-2")]))
+    scenario.write_text(dumps({"tasks": {"T-1": [{"write": {"a.txt": "1\n"}}],
+                                               "T-2": [{"write": {"b.txt": "2\n"}}]}}))
+    env = {**env_for(home), "TILTH_SANDBOX": "off"}
+    for sid in ("s1", "s2", "s3"):
+        done = subprocess.run([sys.executable, "-m", "tilth", "start", "--repo", str(repo), "--prd", str(plan),
+                               "--id", sid, "--backend", "scripted", "--scenario", str(scenario), "--foreground"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    from tilth.store.home import session_paths
+    from tilth.store.session import SessionState, load_session, save_session
+
+    paths = session_paths("s3", home)
+    record = load_session(paths)
+    record.state, record.supervised, record.auto_resumes = SessionState.crashed, True, 1
+    record.auto_resume_at, record.reason = "2099-01-01T12:00:03.000Z", "runner gone: killed"
+    save_session(paths, record)
+    return home
+
+
+@pytest.mark.parametrize("args", [["status", "s1"], ["status", "s3"], ["status", "s1", "--json"], ["status"],
+                                  ["status", "--json"], ["logs", "s1", "-n", "5"], ["logs", "-n", "5"],
+                                  ["logs", "s3", "-n", "50", "--all"]], ids=lambda a: " ".join(a))
+def test_commands_that_only_look_read_sessions_without_pydantic(home_with_sessions: Path, args: list[str]) -> None:
+    result, modules = imported(home_with_sessions, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip()
+    assert not heavy(modules, READ_ONLY), f"`tilth {' '.join(args)}` imports {heavy(modules, READ_ONLY)}"

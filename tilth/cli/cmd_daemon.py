@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from tilth.cli.pick import ID_HELP, pick_session
+from tilth.cli.pick import ID_HELP, pick_paths, pick_session
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     from tilth.views.follow import logs
 
-    paths, _ = pick_session(args.id)
+    paths = pick_paths(args.id)
     return logs(paths, args.follow, lambda line: print(line, flush=True), last=args.lines, everything=args.all)
 
 

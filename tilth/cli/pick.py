@@ -12,11 +12,25 @@ if TYPE_CHECKING:
 ID_HELP = "session id (default: the most recent)"
 
 
-def pick_session(session_id: str | None) -> tuple[SessionPaths, SessionRecord]:
-    """The named session; without a name the most recent one, and one stderr line saying which."""
-    from tilth.store.session import find_session  # pydantic: only once a command needs a session
+def pick_paths(session_id: str | None) -> SessionPaths:
+    """The named session (which must exist); without a name the most recent one, and one stderr
+    line saying which. Reads session.json without pydantic (`store/session_peek.py`), for the
+    commands that only look (`tilth logs`)."""
+    from tilth.store.home import session_paths
+    from tilth.store.session_peek import most_recent_session, peek_session
 
-    paths, record = find_session(session_id)
-    if not session_id:
-        print(f"tilth: using the most recent session {paths.id}", file=sys.stderr, flush=True)
-    return paths, record
+    if session_id:
+        paths = session_paths(session_id)
+        peek_session(paths)  # no such session, or a damaged one: its one line
+        return paths
+    paths = most_recent_session()
+    print(f"tilth: using the most recent session {paths.id}", file=sys.stderr, flush=True)
+    return paths
+
+
+def pick_session(session_id: str | None) -> tuple[SessionPaths, SessionRecord]:
+    """`pick_paths`, with the session's record (pydantic: for the commands that change it)."""
+    from tilth.store.session import load_session
+
+    paths = pick_paths(session_id)
+    return paths, load_session(paths)

@@ -67,10 +67,10 @@ def cleanse(paths: SessionPaths) -> str:
         if worktree.exists() and gitcli.has_uncommitted(worktree):
             raise BadInput(f"the worktree {worktree} has uncommitted changes (an interrupted task's partial work); "
                            f"`tilth resume {paths.id}` to finish it or `tilth reset {paths.id}` to discard it")
+        where = f"{tip[:7]} is on {holders[0]}" if tip else "the branch was already gone"
         _remove_git(record, paths.id)
-        set_state(paths, SessionState.archived)
+        set_state(paths, SessionState.archived, reason=f"removed by cleanse; {where}")  # `tilth status` shows it
         paths.reserve.unlink(missing_ok=True)  # an archived session never runs again
-    where = f"{tip[:7]} is on {holders[0]}" if tip else "the branch was already gone"
     return f"archived session {paths.id}: removed its worktree and {record.branch} ({where}); record kept in {paths.dir}"
 
 

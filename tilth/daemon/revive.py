@@ -3,23 +3,32 @@ supervisor holds daemon.lock although one died (its daemon.pid is left behind: k
 OOM, power loss; an orderly exit such as `tilth daemon stop` removes it, and that choice
 is respected) while supervised sessions are queued, crashed and due for auto-resume, or
 orphaned (said running, runner gone), and starts one detached. `tilth start`/`resume`
-start one anyway (handoff.submit). The systemd unit (`tilth daemon install`) covers reboots."""
+start one anyway (handoff.submit). The systemd unit (`tilth daemon install`) covers reboots.
+
+`revive` answers the usual case (a supervisor holds daemon.lock, or none died) from the lock
+and daemon.pid alone: `tilth status` calls it every time and must not load the session model
+(pydantic) for that; `queue` and the session records are loaded only when a supervisor died."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tilth.core.errors import BadInput, TilthError
-from tilth.daemon import queue
 from tilth.daemon.control import DaemonPaths, DaemonRunning, running_pid, start_detached
 from tilth.store.home import all_session_ids, session_paths
 from tilth.store.lock import is_locked
-from tilth.store.session import SessionState, load_session
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tilth.daemon import queue
 
 
 def look(home: Path, ours: set[str] | frozenset[str] = frozenset()) -> list[queue.Seen]:
     """Every readable session as the tick sees it (a damaged session.json is skipped);
     the lock is looked at only for queued and running sessions."""
+    from tilth.daemon import queue
+    from tilth.store.session import SessionState, load_session
+
     seen = []
     for sid in all_session_ids(home):
         paths = session_paths(sid, home)
@@ -38,6 +47,7 @@ def revive(home: Path) -> str | None:
     if running_pid(home) is not None or not DaemonPaths(home).pid.exists():
         return None  # the usual case, answered without loading the settings model
     from tilth.core.config import Settings, load_settings
+    from tilth.daemon import queue
 
     try:
         settings = load_settings(home)

@@ -23,7 +23,8 @@ document(
                           "start_at, resume",
         "session_launched": "the supervisor is starting a runner for the queued session; data: resume",
         "session_crashed": "the session said running but its runner was gone; data: reason, exit_code, "
-                           "auto_resume (at|gave_up|off), auto_resume_at, auto_resumes (in a row so far)",
+                           "auto_resume (at|gave_up|off), auto_resume_at, auto_resumes (in a row so far), "
+                           "attempts (the most in a row; null without an auto-resume policy)",
         "session_auto_resumed": "the supervisor queued a crashed session to resume by itself after the backoff; "
                                 "data: attempt, attempts (the most in a row), backoff_s, crash (the crash's reason)",
         "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume), or killed "
@@ -126,7 +127,8 @@ def mark_crashed(paths: SessionPaths, reason: str, exit_code: int | None, also_q
 
     return change(paths, "supervisor", decide, "session_crashed", reason=reason, exit_code=exit_code,
                   auto_resume=outcome, auto_resume_at=lambda r: r.auto_resume_at,
-                  auto_resumes=lambda r: r.auto_resumes) is not None
+                  auto_resumes=lambda r: r.auto_resumes,
+                  attempts=policy.attempts if policy is not None and now is not None else None) is not None
 
 
 def auto_resume(paths: SessionPaths, now: datetime, policy: queue.AutoResume) -> SessionRecord | None:

@@ -9,7 +9,9 @@ no token counts.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate
 
 import pygit2
 
@@ -63,32 +65,44 @@ def task_block(task: Task) -> str:
 
 
 def plan_prose(plan: list[Task], current: Task, limit: int) -> str:
-    """Every task as one line, the current one marked; a long plan shows a window around it."""
+    """Every task as one line, the current one marked; a long plan shows a window around it,
+    cut from the side farther from the current task (the later side on a tie) until it fits."""
     header = ("The whole plan, for context only: work on the current task (marked ->) and nothing else; "
               "later tasks will be done separately.")
     lines = [f"{'->' if t.id == current.id else '  '} {t.id}: {t.title}" for t in plan]
-    at = next((i for i, t in enumerate(plan) if t.id == current.id), 0)
+    n, at = len(lines), next((i for i, t in enumerate(plan) if t.id == current.id), 0)
+    prefix = list(accumulate((len(line) for line in lines), initial=0))
+
+    def window(cut: int) -> tuple[int, int]:
+        """(lo, hi) after `cut` lines are cut: from the farther side until both are even, then alternately."""
+        left, right = at, n - 1 - at
+        if cut <= abs(left - right):
+            return (cut, n) if left > right else (0, n - cut)
+        cut -= abs(left - right)
+        even = min(left, right)
+        return at - (even - cut // 2), at + (even - (cut + 1) // 2) + 1
+
+    def size(cut: int) -> int:  # len(render(*window(cut))) without building it
+        lo, hi = window(cut)
+        markers = (len(f"   [... {lo} earlier tasks not shown ...]") + 1 if lo else 0) + \
+                  (len(f"   [... {n - hi} later tasks not shown ...]") + 1 if hi < n else 0)
+        return len(header) + 1 + prefix[hi] - prefix[lo] + (hi - lo - 1) + markers
 
     def render(lo: int, hi: int) -> str:
         shown = ([f"   [... {lo} earlier tasks not shown ...]"] if lo else []) + lines[lo:hi]
-        shown += [f"   [... {len(lines) - hi} later tasks not shown ...]"] if hi < len(lines) else []
+        shown += [f"   [... {n - hi} later tasks not shown ...]"] if hi < n else []
         return header + "\n" + "\n".join(shown)
 
-    def size(lo: int, hi: int, body: int) -> int:  # len(render(lo, hi)) without building it
-        markers = (len(f"   [... {lo} earlier tasks not shown ...]") + 1 if lo else 0) + \
-                  (len(f"   [... {len(lines) - hi} later tasks not shown ...]") + 1 if hi < len(lines) else 0)
-        return len(header) + 1 + body + (hi - lo - 1) + markers
-
-    lengths = [len(line) for line in lines]
-    lo, hi, body = 0, len(lines), sum(lengths)
-    while hi - lo > 1 and size(lo, hi, body) > limit:
-        if at - lo > hi - 1 - at:
-            body -= lengths[lo]
-            lo += 1
-        else:
-            hi -= 1
-            body -= lengths[hi]
-    return render(lo, hi)
+    # size() falls with every cut except where a side's marker first appears, so the first
+    # cut that fits is found by bisection within each stretch between those points.
+    last = max(n - 1, 0)
+    appear = sorted({bisect_left(range(last + 1), True, key=lambda c: window(c)[0] > 0),
+                     bisect_left(range(last + 1), True, key=lambda c: window(c)[1] < n)} - {0})
+    for lo_cut, hi_cut in zip([0, *appear], [*(a - 1 for a in appear), last]):
+        if lo_cut <= hi_cut and size(hi_cut) <= limit:
+            return render(*window(bisect_left(range(lo_cut, hi_cut + 1), True, key=lambda c: size(c) <= limit)
+                                  + lo_cut))
+    return render(*window(last))
 
 
 def journal_or_summary(src: Sources) -> str:

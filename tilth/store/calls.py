@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic.dataclasses import dataclass as pydantic_dataclass
-
 CALL_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
@@ -64,7 +62,7 @@ class Counted:
                    cost_known=cost is not None and data.get("cost_source") in ("provider", "price_table"))
 
 
-@pydantic_dataclass
+@dataclass
 class Totals:
     """Exactly `Meter.from_events` over the same events."""
 

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from tilth.store.rollup import Keeper, Rollup
 
 DOCUMENTED: dict[str, str] = {}
+UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run"}
+"""Per-call bookkeeping, a dozen lines or more per iteration: written and flushed but not
+fsynced on their own (`jsonio.append_line`); the next event of any other type takes them to
+disk. Outcomes, verdicts and every `model_call` (spend) are fsynced as they are written."""
 
 
 def document(types: dict[str, str]) -> None:
@@ -40,7 +44,7 @@ class EventLog:
         if type not in DOCUMENTED:
             raise ValueError(f"event type {type!r} is not documented; call events.document() in its module")
         event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
-        append_jsonl(self.path, event)
+        append_jsonl(self.path, event, sync=type not in UNSYNCED)
         if self.keeper is not None:
             self.keeper.appended(type)
         if self.echo is not None:

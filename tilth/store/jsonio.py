@@ -54,20 +54,24 @@ def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
 
 
-def append_line(path: Path, line: bytes) -> None:
-    """Append one line and fsync. A torn line (kill -9 or a full disk mid-write) is ended with a
-    newline by the next append, so it stays a line of its own that readers skip."""
+def append_line(path: Path, line: bytes, sync: bool = True) -> None:
+    """Append one line, flushed to the kernel in one write (a kill -9 of this process loses
+    nothing), and with `sync` fsynced. An unsynced line reaches the disk with the next synced
+    append to the file, so only a power loss can take it, and then only lines after the last
+    synced one. A torn line (a full disk mid-write) is ended with a newline by the next
+    append, so it stays a line of its own that readers skip."""
     with naming(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+b") as f:
             torn = f.tell() > 0 and f.seek(-1, os.SEEK_END) >= 0 and f.read(1) != b"\n"
             f.write((b"\n" if torn else b"") + redact(line).rstrip(b"\n") + b"\n")
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
 
 
-def append_jsonl(path: Path, obj: Any) -> None:
-    append_line(path, orjson.dumps(obj))
+def append_jsonl(path: Path, obj: Any, sync: bool = True) -> None:
+    append_line(path, orjson.dumps(obj), sync)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

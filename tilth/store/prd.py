@@ -8,6 +8,9 @@ reused while the file's identity (inode, size, mtime, ctime) is unchanged; a sta
 tilth writes itself updates the kept copy instead of forcing a re-parse. A plan above
 `MAX_TASKS` tasks or `MAX_BYTES` bytes is refused: past that, every status write rewrites a
 file too big to keep per-task overhead flat.
+
+The read-only views read the plan with `store/prd_peek.py` (no pydantic), which also holds
+`TaskStatus`, the id pattern and the limits.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Iterator
 
@@ -26,10 +28,11 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
+from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus
 
-TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-MAX_TASKS = 20_000
-MAX_BYTES = 16 * 1024 * 1024
+__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "load_current_plan", "load_plan",
+           "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
+
 
 def _not_blank(value: str) -> str:
     # Python's idea of whitespace (str.strip) is wider than pydantic's: \x1c-\x1f count too.
@@ -39,13 +42,6 @@ def _not_blank(value: str) -> str:
 
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
-
-
-class TaskStatus(StrEnum):
-    pending = "pending"
-    in_progress = "in_progress"
-    done = "done"
-    failed = "failed"
 
 
 class Task(BaseModel):

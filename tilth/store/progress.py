@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -47,11 +49,40 @@ def append_progress(path: Path, line: ProgressLine) -> None:
     append_line(path, line.render().encode())
 
 
+@dataclass
+class _Read:
+    """What this process has parsed of a progress file: its lines up to `upto` bytes (a line end)."""
+
+    inode: int
+    upto: int
+    lines: list[ProgressLine] = field(default_factory=list)
+
+
+_read: dict[Path, _Read] = {}
+
+
 def read_progress(path: Path) -> list[ProgressLine]:
-    if not path.exists():
+    """Every well-formed line. The file only grows by appends, so a process parses only what was
+    appended since it last looked (a replaced or shrunk file is read again from the start),
+    which keeps a long session's per-task cost flat."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            seen = _read.get(path)
+            if seen is None or seen.inode != st.st_ino or seen.upto > st.st_size:
+                seen = _read[path] = _Read(st.st_ino, 0)
+            f.seek(seen.upto)
+            fresh = f.read()
+    except FileNotFoundError:
+        _read.pop(path, None)
         return []
-    lines = (ProgressLine.parse(raw) for raw in path.read_text(errors="replace").splitlines())
-    return [line for line in lines if line is not None]
+    complete = fresh[:fresh.rfind(b"\n") + 1]
+    for raw in complete.decode(errors="replace").splitlines():
+        if (line := ProgressLine.parse(raw)) is not None:
+            seen.lines.append(line)
+    seen.upto += len(complete)
+    tail = ProgressLine.parse(fresh[len(complete):].decode(errors="replace"))  # a last line not ended yet
+    return seen.lines + ([tail] if tail is not None else [])
 
 
 def recorded_commits(path: Path) -> set[str]:

@@ -23,7 +23,10 @@ def append_prompt(path: Path, task_id: str, iteration: int | None, role: str, pr
         offset = os.stat(path).st_size
     except FileNotFoundError:
         offset = 0
-    append_jsonl(path, {"ts": iso_ms(), "task": task_id, "iter": iteration, "role": role, "prompt": prompt})
+    # Unsynced like its `prompt_assembled` event: after a power loss a reference may point past
+    # the end, which `read_prompt` answers with None.
+    append_jsonl(path, {"ts": iso_ms(), "task": task_id, "iter": iteration, "role": role, "prompt": prompt},
+                 sync=False)
     return offset
 
 

@@ -10,19 +10,31 @@ equals `rebuild` of the same log, whatever summary.json held.
 
 The runner keeps it (`Keeper`, through `EventLog.keep_rollup`) and writes it only at coarse
 points; a reader folds the few lines written since, and never writes.
+
+No pydantic here: `tilth status` reads this file and must not pay pydantic's start-up. The types
+are stdlib dataclasses and `read_saved` checks every field against its annotation, strictly (an
+int is an int, not `"3"` or `3.0`); anything unexpected makes the file unusable and the reader
+folds from byte 0, as for a missing file. A field missing from the file takes its default (so a
+field added later reads from an older file as its default; one whose default could be wrong for
+an older file needs VERSION raised).
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
+import json
 import os
-from dataclasses import field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
-from pydantic import TypeAdapter, ValidationError
-from pydantic.dataclasses import dataclass
+import orjson
+
+try:  # CPython's own SHA-1, the same digest: hashlib would load OpenSSL, ~5 ms of every `tilth status`
+    from _sha1 import sha1
+except ImportError:  # another interpreter
+    from hashlib import sha1
 
 from tilth.store.calls import Counted, Totals, is_dollars
 from tilth.store.events import is_event
@@ -36,8 +48,13 @@ CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped"}
 """Written by `tilth start`, `tilth stop` or the supervisor, never by a runner: they do not extend
 a run (a crash noticed an hour later did not run for that hour). `views/tally.running_seconds` too."""
-SAVE_AFTER = {"session_started", "task_started", "verdict", "task_done", "task_failed", "session_end",
-              "session_report"}
+SAVE_ALWAYS = {"session_started", "session_end", "session_report"}
+SAVE_AT_TASK_END = {"task_done", "task_failed"}
+TAIL_BYTES = 64 << 10
+"""summary.json holds every task seen, so it grows with the session. At a task's end it is saved
+only once the log has grown past the last save by its own size (and at least TAIL_BYTES): the
+cost of saving stays flat per task however long the session, and the tail a reader folds stays
+short. Never per event: that is the cost it saves."""
 STATES = {"session_created": "created", "session_queued": "queued", "session_started": "running",
           "session_crashed": "crashed", "session_stopped": "stopped"}
 
@@ -98,9 +115,67 @@ class Rollup:
     caps: dict[str, float | None] = field(default_factory=dict)
     """The limits in force, as the last run recorded them (`session_started` data.caps)."""
     caps_reached: dict[str, dict[str, Any]] = field(default_factory=dict)
+    auto_resume_attempts: int | None = None
+    """The most auto-resumes in a row the supervisor allows, as the latest `session_crashed` or
+    `session_auto_resumed` said (`tilth status`: `auto-resume 2/3`); None before any said it."""
 
 
-_ADAPTER = TypeAdapter(Rollup)
+class _Odd(ValueError):
+    """A value in summary.json that is not what its field holds."""
+
+
+def _dict_of(check: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]:
+    def read(v: Any) -> dict[str, Any]:
+        if type(v) is not dict:
+            raise _Odd
+        return {k: check(x) for k, x in v.items()}
+    return read
+
+
+def _number_or_none(v: Any) -> float | int | None:
+    if v is not None and type(v) is not float and type(v) is not int:
+        raise _Odd
+    return v
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (float, int), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
+    "str | None": (str, type(None)),
+}
+"""The types a field of each annotation may hold in the file (`type(v) in ...`: a bool is no int)."""
+
+
+def _record(cls: type) -> Callable[[Any], Any]:
+    """The reader of one dataclass: each field checked by its annotation (an annotation neither
+    in `_SCALARS` nor in `_BY_TYPE` fails at import, so a new field cannot go unchecked); missing
+    ones default, unknown ones are ignored."""
+    scalars = {f.name: _SCALARS[f.type] for f in dataclasses.fields(cls) if f.type in _SCALARS}
+    nested = {f.name: _BY_TYPE[f.type] for f in dataclasses.fields(cls) if f.type not in _SCALARS}
+    names = scalars.keys() | nested.keys()
+
+    def read(v: Any) -> Any:
+        if type(v) is not dict:
+            raise _Odd
+        for name, value in v.items():
+            allowed = scalars.get(name)
+            if allowed is not None and type(value) not in allowed:
+                raise _Odd
+        if v.keys() <= names and not nested:
+            return cls(**v)
+        kept = {k: x for k, x in v.items() if k in names}
+        for name, check in nested.items():
+            if name in kept:
+                kept[name] = check(kept[name])
+        return cls(**kept)
+    return read
+
+
+_BY_TYPE: dict[str, Callable[[Any], Any]] = {
+    "dict[str, float | None]": _dict_of(_number_or_none), "dict[str, dict[str, Any]]": _dict_of(_dict_of(lambda v: v)),
+}
+_BY_TYPE.update({"TaskRoll": _record(TaskRoll), "Totals": _record(Totals), "Clock": _record(Clock)})
+_BY_TYPE["dict[str, TaskRoll]"] = _dict_of(_BY_TYPE["TaskRoll"])
+_read_rollup = _record(Rollup)
 
 
 def _ts(ts: str | None) -> datetime:
@@ -194,6 +269,8 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         r.caps_reached[data["cap"]] = {"limit": data.get("limit"), "value": data.get("value")}
     elif kind == "session_end" and isinstance(data.get("state"), str):
         r.state = data["state"]
+    if kind in ("session_crashed", "session_auto_resumed") and type(data.get("attempts")) is int:
+        r.auto_resume_attempts = data["attempts"]
     return r
 
 
@@ -201,7 +278,7 @@ def fingerprint(f: BinaryIO, offset: int) -> str:
     """A hash of the first and the last EDGE_BYTES before `offset`: a replaced log differs."""
     head = os.pread(f.fileno(), min(EDGE_BYTES, offset), 0)
     tail = os.pread(f.fileno(), min(EDGE_BYTES, offset), max(0, offset - EDGE_BYTES))
-    return hashlib.sha1(b"%d:%s:%s" % (offset, head, tail)).hexdigest()
+    return sha1(b"%d:%s:%s" % (offset, head, tail)).hexdigest()
 
 
 def fold_from(r: Rollup, f: BinaryIO, stamp: bool = True) -> Rollup:
@@ -232,11 +309,20 @@ def rebuild(log: Path) -> Rollup:
 
 
 def read_saved(path: Path) -> Rollup | None:
+    """summary.json as saved, or None when it is missing, of another version, or not exactly
+    what `save_rollup` writes."""
     try:
-        saved = _ADAPTER.validate_json(path.read_bytes())
-    except (OSError, ValidationError):
+        data = path.read_bytes()
+    except OSError:
         return None
-    return saved if saved.version == VERSION else None
+    saved = None
+    for parse in (orjson.loads, json.loads):  # json: a count past 64 bits, which orjson reads as a float
+        try:
+            saved = _read_rollup(parse(data))
+            break
+        except (ValueError, TypeError, RecursionError):  # _Odd and both decoders' errors are ValueErrors
+            continue
+    return saved if saved is not None and saved.version == VERSION else None
 
 
 def load_rollup(log: Path, saved_at: Path | None = None) -> Rollup:
@@ -252,28 +338,40 @@ def load_rollup(log: Path, saved_at: Path | None = None) -> Rollup:
         return Rollup()
 
 
-def save_rollup(path: Path, rollup: Rollup) -> None:
-    write_atomic(path, _ADAPTER.dump_json(rollup) + b"\n")  # not orjson: a count past 64 bits must not fail
+def save_rollup(path: Path, rollup: Rollup) -> int:
+    """Write summary.json; the bytes written."""
+    try:
+        data = orjson.dumps(rollup)
+    except orjson.JSONEncodeError:  # a count past 64 bits, which orjson cannot write
+        data = json.dumps(dataclasses.asdict(rollup), ensure_ascii=False).encode()
+    write_atomic(path, data + b"\n")
+    return len(data) + 1
 
 
 class Keeper:
     """The runner's roll-up: caught up once, then folded line by line as it appends, and
-    written at the coarse points in SAVE_AFTER (never per event: that is the cost it saves)."""
+    written at the points SAVE_ALWAYS / SAVE_AT_TASK_END say."""
 
     def __init__(self, log: Path):
         self.log = log
         self.path = log.with_name(FILE_NAME)
+        self.saved_at, self.saved_bytes = 0, 0
         saved = read_saved(self.path)
         self.rollup = load_rollup(log)
         if saved != self.rollup:
             self.save()
+        else:
+            self.saved_at, self.saved_bytes = self.rollup.log_offset, self.path.stat().st_size
 
     def appended(self, kind: str) -> None:
-        save = kind in SAVE_AFTER
+        save = kind in SAVE_ALWAYS
         try:
             with open(self.log, "rb") as f:
-                if os.fstat(f.fileno()).st_size < self.rollup.log_offset:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.rollup.log_offset:
                     self.rollup = Rollup()
+                save = save or (kind in SAVE_AT_TASK_END
+                                and size - self.saved_at >= max(TAIL_BYTES, self.saved_bytes))
                 fold_from(self.rollup, f, stamp=save)
         except FileNotFoundError:
             self.rollup = Rollup()
@@ -282,7 +380,8 @@ class Keeper:
 
     def save(self) -> None:
         try:
-            save_rollup(self.path, self.rollup)
+            self.saved_bytes = save_rollup(self.path, self.rollup)
+            self.saved_at = self.rollup.log_offset
         except OSError:
             pass  # a cache: a reader folds what it lacks from the log; a full disk must not end the run here
 

@@ -1,9 +1,11 @@
-"""session.json: one session's identity and lifecycle state."""
+"""session.json: one session's identity and lifecycle state.
+
+`SessionRecord` defines the format, and every write goes through it. The read-only views read it
+with `store/session_peek.py` (no pydantic), which also holds `SessionState` and `effective_state`.
+"""
 
 from __future__ import annotations
 
-from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -11,21 +13,12 @@ from pydantic import BaseModel, ValidationError
 
 from tilth.core.clock import iso
 from tilth.core.errors import BadInput
-from tilth.store.home import SessionPaths, all_session_ids, session_paths
+from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_json
-from tilth.store.lock import is_locked
+from tilth.store.session_peek import SessionState, effective_state
 
-
-class SessionState(StrEnum):
-    """queued -> running -> done | failed | stopped | crashed; every end but `done` is resumable."""
-
-    queued = "queued"
-    running = "running"
-    done = "done"
-    failed = "failed"
-    stopped = "stopped"
-    crashed = "crashed"
-    archived = "archived"
+__all__ = ["BackendChoice", "SessionRecord", "SessionState", "effective_state", "load_session", "refuse_archived",
+           "save_session", "set_state"]
 
 
 class BackendChoice(BaseModel):
@@ -106,28 +99,7 @@ def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None,
     return record
 
 
-def find_session(session_id: str | None) -> tuple[SessionPaths, SessionRecord]:
-    """The named session, or the most recent one, with its record."""
-    paths = session_paths(session_id) if session_id else most_recent_session()
-    return paths, load_session(paths)
-
-
 def refuse_archived(record: SessionRecord) -> None:
     if record.state == SessionState.archived:
         raise BadInput(f"session {record.id} is archived (its branch was retired); start a new session instead")
 
-
-def most_recent_session(home: Path | None = None) -> SessionPaths:
-    ids = all_session_ids(home)
-    if not ids:
-        raise BadInput("there are no sessions yet; create one with `tilth start`")
-    records = [load_session(session_paths(i, home)) for i in ids]
-    newest = max(records, key=lambda r: (r.created, r.id))
-    return session_paths(newest.id, home)
-
-
-def effective_state(paths: SessionPaths, record: SessionRecord) -> str:
-    """A session marked running whose lock nobody holds was killed: report it as crashed."""
-    if record.state == SessionState.running and not is_locked(paths.lock):
-        return SessionState.crashed.value
-    return record.state.value

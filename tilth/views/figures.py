@@ -1,5 +1,7 @@
-"""How a session's spend is written for a person: `$0.0123`, `≥ $0.0123`, `1,234+ (3 calls with
-unknown usage)`. Apart from `views/tally.py` so that `tilth status` does not import git."""
+"""How a session's figures are written for a person: spend (`$0.0123`, `≥ $0.0123`), tokens
+(`1,234+ (3 calls with unknown usage)`) and verdicts (`reject (weak_test): <concern>`). Apart
+from `views/tally.py` and `views/report.py` so that `tilth status` imports neither git nor the
+event wording."""
 
 from __future__ import annotations
 
@@ -15,3 +17,20 @@ def token_count(tokens: int, unknown_usage_calls: int, unit: str = "") -> str:
         return f"{tokens:,}{unit}"
     calls = "call" if unknown_usage_calls == 1 else "calls"
     return f"{tokens:,}+{unit} ({unknown_usage_calls} {calls} with unknown usage)"
+
+
+TEXT_CHARS = 200
+
+
+def short(text: object, limit: int = TEXT_CHARS) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def verdict_label(verdict: str, category: str | None = "", concern: str | None = "", limit: int = TEXT_CHARS) -> str:
+    """`accept`, or `reject (weak_test): <concern>`: an accept never shows a category, and a
+    reject shows one only when the evaluator gave a real one."""
+    if verdict == "accept":
+        return "accept"
+    label = verdict + (f" ({category})" if category and category != "none" else "")
+    return label + (f": {short(concern, limit)}" if concern and concern.strip() else "")

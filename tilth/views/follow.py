@@ -8,6 +8,11 @@ Both wake on watchfiles changes in the session dir; a short timeout of the watch
 anyway, because one change has no file event: a runner killed with -9 releases its
 session lock without writing anything (the supervisor, when it runs, then marks the
 session crashed, which is an event).
+
+A crashed session the supervisor will resume by itself (`auto_resume_at` in session.json) has
+not ended: `tilth wait` goes on waiting for it, and ends only once it settles otherwise or
+auto-resume gives up. session.json is read with `store/session_peek.py` (no pydantic), so
+`tilth logs -n` costs what reading the end of the journal costs.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import parse_object
 from tilth.store.lock import is_locked
-from tilth.store.session import SessionState, effective_state, load_session
+from tilth.store.session_peek import SessionState, effective_state, peek_session
 from tilth.views.report import Readable
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3}
@@ -31,9 +36,13 @@ RECHECK_MS = 500
 
 
 def settled(paths: SessionPaths) -> SessionState | None:
-    """The session's end state, once it has one and no process holds the session any more."""
-    state = SessionState(effective_state(paths, load_session(paths)))
+    """The session's end state, once it has one and no process holds the session any more; a
+    crashed session due for auto-resume has not ended."""
+    record = peek_session(paths)
+    state = SessionState(effective_state(paths, record))
     if state in (SessionState.queued, SessionState.running) or is_locked(paths.lock):
+        return None
+    if state == SessionState.crashed and record.state == SessionState.crashed and record.auto_resume_at:
         return None
     return state
 
@@ -70,10 +79,17 @@ def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callab
         if check():
             return max(codes)
         if deadline is not None and time.monotonic() >= deadline:
-            states = ", ".join(f"{sid} {load_session(p).state.value}" for sid, p in waiting.items())
+            states = ", ".join(f"{sid} {_waiting_state(p)}" for sid, p in waiting.items())
             report(f"timed out after {timeout:g}s; still waiting for: {states}")
             return EXIT_TIMEOUT
     return max(codes)
+
+
+def _waiting_state(paths: SessionPaths) -> str:
+    record = peek_session(paths)
+    if record.state == SessionState.crashed and record.auto_resume_at:
+        return f"crashed (auto-resume at {record.auto_resume_at})"
+    return record.state.value
 
 
 class Tail:
@@ -149,7 +165,7 @@ def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None], last: in
          everything: bool = False) -> int:
     """Print the session's readable lines (the final `last` of them, if given); with
     `follow`, keep printing until it has settled."""
-    load_session(paths)
+    peek_session(paths)
     tail = Tail(paths.events)
     view = Readable(everything)
 

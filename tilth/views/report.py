@@ -18,29 +18,15 @@ from typing import Any, Callable
 import orjson
 
 from tilth.store.redaction import redact_text
+from tilth.views.figures import short, verdict_label
 
 ARGUMENT_CHARS = 100
-TEXT_CHARS = 200
 TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("path",), "edit_file": ("path",),
                   "list_files": ("pattern",), "grep": ("pattern", "path"), "note_write": ("name",),
                   "note_read": ("name",)}
 TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
               "task_requeued", "progress_restored", "learnings_proposed"}
 STRING_FIELD = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)')
-
-
-def short(text: Any, limit: int = TEXT_CHARS) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def verdict_label(verdict: str, category: str | None = "", concern: str | None = "", limit: int = TEXT_CHARS) -> str:
-    """`accept`, or `reject (weak_test): <concern>`: an accept never shows a category, and a
-    reject shows one only when the evaluator gave a real one."""
-    if verdict == "accept":
-        return "accept"
-    label = verdict + (f" ({category})" if category and category != "none" else "")
-    return label + (f": {short(concern, limit)}" if concern and concern.strip() else "")
 
 
 def _arguments(raw: str) -> dict[str, str]:
@@ -103,7 +89,9 @@ class Readable:
             "session_queued": lambda d: f"queued for the supervisor ({d.get('reason')})"
                                         + (f", to start at {d['start_at']}" if d.get("start_at") else ""),
             "session_crashed": lambda d: f"session crashed: {short(d.get('reason'))}"
-                                         + (f" (exit {d['exit_code']})" if d.get("exit_code") is not None else ""),
+                                         + (f" (exit {d['exit_code']})" if d.get("exit_code") is not None else "")
+                                         + _auto_resume(d),
+            "session_auto_resumed": _auto_resumed,
             "session_stopped": lambda d: "session stopped by `tilth stop`"
                                          + (f" --now (runner pid {d.get('pid')} killed)" if d.get("now") else ""),
             "session_started": lambda d: f"running with backend: {d['backend']}"
@@ -222,6 +210,27 @@ def _scripted(data: dict[str, Any]) -> str:
     parts += [f"ran {short(c, ARGUMENT_CHARS)} (exit {code})"
               for c, code in zip(data.get("commands") or [], data.get("exit_codes") or [])]
     return "scripted step: " + ("; ".join(parts) or "no changes")
+
+
+def _auto_resume(data: dict[str, Any]) -> str:
+    """What the supervisor will do about a crash: `; auto-resume 2/3 at 12:00:03`, or that it gave up."""
+    outcome, done = data.get("auto_resume"), data.get("auto_resumes")
+    done = done if type(done) is int else 0
+    of = f"/{data['attempts']}" if type(data.get("attempts")) is int else ""
+    if outcome == "at":
+        at = str(data.get("auto_resume_at") or "")
+        return f"; auto-resume {done + 1}{of} at {at[11:19] if len(at) >= 19 else at or '?'}"
+    if outcome == "gave_up":
+        return f"; auto-resume gave up after {done} attempt{'' if done == 1 else 's'} (`tilth resume` continues it)"
+    return ""
+
+
+def _auto_resumed(data: dict[str, Any]) -> str:
+    """The supervisor resumed a crashed session by itself: which attempt of how many, after what wait."""
+    of = f"/{data['attempts']}" if type(data.get("attempts")) is int else ""
+    wait = data.get("backoff_s")
+    waited = f", after a {wait:g}s backoff" if type(wait) in (int, float) else ""
+    return f"auto-resumed ({data['attempt']}{of}{waited}): queued as `tilth resume` would"
 
 
 def _learnings(data: dict[str, Any]) -> str | None:

@@ -5,6 +5,9 @@ caps from the roll-up of events.jsonl (`store/rollup.py`: summary.json plus the 
 since, never the whole journal; lower bounds, marked `+` and `≥`, when some calls' usage was
 unknown); liveness from the session lock (a session marked running whose lock nobody holds was killed,
 and shows as crashed).
+
+Read without pydantic (`store/session_peek.py`, `store/prd_peek.py`, the roll-up's own reader):
+`tilth status` is a look, and pydantic's start-up alone would be most of its time.
 """
 
 from __future__ import annotations
@@ -17,11 +20,10 @@ from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd import TaskStatus, load_plan
+from tilth.store.prd_peek import TaskStatus, peek_plan
 from tilth.store.rollup import Clock, Rollup, load_rollup
-from tilth.store.session import SessionRecord, SessionState, effective_state, load_session
-from tilth.views.report import verdict_label
-from tilth.views.figures import money, token_count
+from tilth.store.session_peek import SessionState, SessionView, effective_state, peek_session
+from tilth.views.figures import money, token_count, verdict_label
 
 
 VERDICT_CHARS = 100
@@ -65,21 +67,22 @@ def caps(rollup: Rollup, now: datetime | None) -> dict[str, dict[str, Any]]:
 
 
 def session_summary(paths: SessionPaths) -> dict[str, Any]:
-    record = load_session(paths)
+    record = peek_session(paths)
     try:
-        tasks = [{"id": t.id, "title": t.title, "status": t.status.value} for t in load_plan(paths.prd)]
+        tasks = [{"id": t.id, "title": t.title, "status": t.status} for t in peek_plan(paths.prd)]
     except BadInput:
         tasks = []
     state = effective_state(paths, record)
     done = sum(t["status"] == TaskStatus.done for t in tasks)
     holder = read_holder(paths.lock) if state == SessionState.running else None
-    return {
+    rollup = load_rollup(paths.events)
+    summary = {
         "id": record.id,
         "state": state,
         "branch": record.branch,
         "worktree": record.worktree,
         "repo": record.repo,
-        "backend": record.backend.name,
+        "backend": record.backend,
         "sandbox": record.sandbox,
         "created": record.created,
         "tasks": tasks,
@@ -89,15 +92,23 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "supervised": record.supervised,
         "start_at": record.start_at,
         "reason": _reason(record, state),
-        **activity(load_rollup(paths.events), live=state == SessionState.running),
+        "auto_resumes": record.auto_resumes,
+        "auto_resume_at": record.auto_resume_at,
+        "auto_resume_attempts": rollup.auto_resume_attempts,
+        **activity(rollup, live=state == SessionState.running),
     }
+    if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
+        summary.update(current_task=None, iteration=None)
+    return summary
 
 
-def _reason(record: SessionRecord, state: str) -> str | None:
-    """A runner killed outright (kill -9, power loss) never wrote why; say what is known."""
+def _reason(record: SessionView, state: str) -> str | None:
+    """A runner killed outright (kill -9, power loss) never wrote why; say what is known. An
+    archived session's reason says where its work went (`tilth cleanse`)."""
     if state == SessionState.crashed and not record.reason:
         return "the process running it died without recording why (killed or lost power)"
-    return record.reason if state in (SessionState.stopped, SessionState.crashed, SessionState.failed) else None
+    return record.reason if state in (SessionState.stopped, SessionState.crashed, SessionState.failed,
+                                      SessionState.archived) else None
 
 
 def all_summaries(home: Path) -> list[dict[str, Any]]:
@@ -114,15 +125,35 @@ def _duration(seconds: float) -> str:
 
 
 def _current(summary: dict[str, Any]) -> str:
-    if summary["state"] in (SessionState.done, SessionState.queued) or not summary.get("current_task"):
+    if summary["state"] in (SessionState.done, SessionState.queued, SessionState.archived) \
+            or not summary.get("current_task"):
         return "-"
     return f"{summary['current_task']} #{summary['iteration']}" if summary.get("iteration") else summary["current_task"]
 
 
+def _clock(ts: str) -> str:
+    """`HH:MM:SS` (UTC, as `tilth logs` stamps lines) of an ISO time; anything else as it is."""
+    return ts[11:19] if len(ts) >= 19 and ts[10:11] == "T" else ts
+
+
 def _state(summary: dict[str, Any]) -> str:
-    if summary["state"] == SessionState.queued and summary.get("start_at"):
+    """`queued until <time>`, `crashed (auto-resume 2/3 at 12:00:03)` while the supervisor will
+    resume it, `running (auto-resumed 1x)` after it did."""
+    state, resumes = summary["state"], summary.get("auto_resumes") or 0
+    if state == SessionState.queued and summary.get("start_at"):
         return f"queued until {summary['start_at']}"
-    return summary["state"]
+    if state == SessionState.crashed and summary.get("auto_resume_at"):
+        attempts = summary.get("auto_resume_attempts")
+        return (f"crashed (auto-resume {resumes + 1}{f'/{attempts}' if attempts else ''} "
+                f"at {_clock(summary['auto_resume_at'])})")
+    if state in (SessionState.queued, SessionState.running) and resumes:
+        return f"{state} (auto-resumed {resumes}x)"
+    return state
+
+
+def _removed(summary: dict[str, Any]) -> bool:
+    """Archived: `tilth cleanse` removed the branch and the worktree."""
+    return summary["state"] == SessionState.archived
 
 
 COLUMNS = ("SESSION", "STATE", "DONE", "CURRENT", "ELAPSED", "TOKENS", "COST", "BRANCH")
@@ -131,7 +162,8 @@ COLUMNS = ("SESSION", "STATE", "DONE", "CURRENT", "ELAPSED", "TOKENS", "COST", "
 def rows(summaries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     return [(s["id"], _state(s), _progress(s), _current(s), _duration(s.get("elapsed_s", 0)),
              f"{s.get('tokens', 0):,}{'+' if s.get('unknown_usage_calls') else ''}",
-             money(s.get("cost_usd", 0), s.get("cost_is_lower_bound", False), places=2), s["branch"])
+             money(s.get("cost_usd", 0), s.get("cost_is_lower_bound", False), places=2),
+             f"{s['branch']} (removed)" if _removed(s) else s["branch"])
             for s in summaries]
 
 
@@ -157,7 +189,7 @@ def render_table(summaries: list[dict[str, Any]], footer: str = "") -> str:
 
 
 STATE_STYLES = {"running": "bold green", "queued": "cyan", "done": "green", "failed": "bold red",
-                "stopped": "yellow", "crashed": "bold magenta"}
+                "stopped": "yellow", "crashed": "bold magenta", "archived": "dim"}
 
 
 def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
@@ -216,11 +248,12 @@ def _caps(caps: dict[str, dict[str, Any]]) -> str:
 
 
 def render_one(summary: dict[str, Any]) -> str:
+    removed = _removed(summary)
     lines = [
         f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
-        *([f"reason   {summary['reason']}"] if summary.get("reason") else []),
-        f"branch   {summary['branch']}",
-        f"worktree {summary['worktree']}",
+        *([f"reason   {summary['reason']}"] if summary.get("reason") and not removed else []),
+        f"branch   {summary['branch']}" + (f" ({summary.get('reason') or 'removed by cleanse'})" if removed else ""),
+        f"worktree {'(removed)' if removed else summary['worktree']}",
         f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),
         f"sandbox  {_sandbox(summary.get('sandbox'))}",
         f"current  {_current(summary)}" + (f" (pid {summary['pid']})" if summary.get("pid") else ""),

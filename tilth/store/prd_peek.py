@@ -1,0 +1,92 @@
+"""prd.json read without pydantic, for the read-only views (`tilth status`): id, title and
+status of each task.
+
+`store/prd.py` stays the definition of the plan (`Task`), its validation and its only writer;
+this module holds what both share without pydantic (`TaskStatus`, the id pattern, the size
+limits) and `peek_plan`, which accepts a plan only when every task is plainly one `prd.parse_plan`
+accepts, checked field by field as strictly. Anything else goes to `prd.load_plan`, so a
+damaged plan raises exactly the BadInput it always raised.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MAX_TASKS = 20_000
+MAX_BYTES = 16 * 1024 * 1024
+
+
+class TaskStatus(StrEnum):
+    pending = "pending"
+    in_progress = "in_progress"
+    done = "done"
+    failed = "failed"
+
+
+@dataclass
+class TaskLine:
+    """What `tilth status` shows of a task."""
+
+    id: str
+    title: str
+    status: str
+    """A `TaskStatus` value."""
+
+
+_ID = re.compile(TASK_ID_PATTERN)
+_STATUSES = frozenset(s.value for s in TaskStatus)
+
+
+def _task(raw: Any) -> TaskLine | None:
+    """The task if it is plainly one `prd.Task` accepts (its `NonEmpty` texts not blank: the model
+    keeps them stripped); None when the model should judge it."""
+    if type(raw) is not dict:
+        return None
+    tid, title, status = raw.get("id"), raw.get("title"), raw.get("status", "pending")
+    criteria = raw.get("acceptance_criteria")
+    plain = (type(tid) is str and _ID.match(tid) is not None and not tid.endswith("\n")
+             and type(title) is str and title.strip() != ""
+             and type(raw.get("description")) is str
+             and type(criteria) is list and len(criteria) > 0
+             and all(type(c) is str and c.strip() != "" for c in criteria)
+             and type(status) is str and status in _STATUSES
+             and type(raw.get("allow_empty", False)) is bool)
+    return TaskLine(tid, title.strip(), status) if plain else None
+
+
+def _strict(path: Path) -> list[TaskLine] | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        raw = orjson.loads(data)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if len(data) > MAX_BYTES or type(raw) is not list or not raw or len(raw) > MAX_TASKS:
+        return None
+    tasks = []
+    for item in raw:
+        task = _task(item)
+        if task is None:
+            return None
+        tasks.append(task)
+    if len({t.id for t in tasks}) != len(tasks):
+        return None
+    return tasks
+
+
+def peek_plan(path: Path) -> list[TaskLine]:
+    """Each task's id, title and status as `prd.load_plan` reads them; its BadInput for a plan
+    that is missing, too big or invalid."""
+    tasks = _strict(path)
+    if tasks is not None:
+        return tasks
+    from tilth.store.prd import load_plan  # the model says what is wrong, as it always did
+
+    return [TaskLine(t.id, t.title, t.status.value) for t in load_plan(path)]
