@@ -160,10 +160,11 @@ def size_rows(root: Path, server: FakeOpenAI, files: int, tasks: int, batches: i
 
 
 def flatness(root: Path, server: FakeOpenAI, tasks: int) -> float:
-    """The last 10 tasks of one long session against its first 10 (the very first excluded)."""
+    """The last 10 tasks of one long session against its first 10 (the very first excluded),
+    medians of each: one task slowed by a noisy neighbour must not decide the ratio."""
     repo = fresh_copy(make_base(root / "base-flat", 100), root / "flat")
     spans, _ = run_tilth(root, repo, plan(tasks), server, "flat")
-    return statistics.mean(spans[-10:]) / statistics.mean(spans[1:11])
+    return statistics.median(spans[-10:]) / statistics.median(spans[1:11])
 
 
 def big_plan_ratio(root: Path, server: FakeOpenAI, big: int, run: int = 10) -> tuple[float, float]:
