@@ -44,6 +44,9 @@ def settled(paths: SessionPaths) -> SessionState | None:
         return None
     if state == SessionState.crashed and record.state == SessionState.crashed and record.auto_resume_at:
         return None
+    if state == SessionState.crashed and record.state == SessionState.running and record.supervised \
+            and is_locked(paths.home / "daemon.lock"):
+        return None  # a runner just died: the live supervisor records how it ended (and any auto-resume) first
     return state
 
 
