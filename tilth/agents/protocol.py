@@ -22,6 +22,11 @@ from tilth.store.prd import Task
 from tilth.store.session import BackendChoice
 
 
+class AgentFailed(Exception):
+    """The worker's agent process failed (exit code, timeout, could not start): the iteration is
+    rejected with this reason, and the session goes on."""
+
+
 @dataclass(frozen=True)
 class WorkerJob:
     session_id: str
@@ -101,5 +106,14 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
     if choice.name == "openai":
         from tilth.agents.backends.openai_agents import openai_backend
 
-        return openai_backend(settings, meter)
+        backend = openai_backend(settings, meter)
+        if settings.worker_backend != "command":
+            return backend
+        from tilth.agents.backends.command import CommandWorker
+
+        if not settings.worker_command:
+            raise BadInput("worker_backend = command needs the agent's command line: set TILTH_WORKER_COMMAND "
+                           "(for example 'my-agent --prompt-file {prompt_file}')")
+        label = f"{backend.label}; worker: the command `{settings.worker_command}`"
+        return Backend("openai", label, CommandWorker(settings), backend.evaluator, backend.learner)
     raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL) or `scripted` (tests/demo)")

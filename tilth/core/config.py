@@ -133,6 +133,17 @@ class Settings(BaseModel):
     """Network for the agent's commands under bubblewrap: `on` (package installs work; pushes are still
     refused by read-only refs), `off` (a network namespace with only its own loopback). tilth's own model
     calls are made outside the sandbox either way."""
+    worker_backend: Literal["openai", "command"] = "openai"
+    """Who does the worker's turns: `openai` (tilth's own tool loop over the model endpoint) or
+    `command` (any CLI coding agent, `worker_command`); the evaluator stays the `openai` one."""
+    worker_command: str | None = None
+    """For worker_backend = command: the agent's command line, split like a shell line; `{prompt_file}`
+    becomes a file holding the prompt, which also arrives on stdin."""
+    agent_timeout_s: float = Field(1800.0, gt=0)
+    """Wall-clock limit of one CLI agent run; it and every process it started are then killed."""
+    agent_pass_env: list[str] = Field(default_factory=list)
+    """Environment variables a CLI agent gets besides the agent environment (its own key, say); their
+    values are redacted from every session file (env: comma-separated)."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
@@ -188,7 +199,7 @@ def env_name(field: str) -> str:
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field == "context_files":
+    if field in ("context_files", "agent_pass_env"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 

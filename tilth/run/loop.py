@@ -12,7 +12,7 @@ from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
-from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
+from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings, env_name, with_session_view
 from tilth.core.diskspace import is_disk_full
@@ -42,7 +42,7 @@ document(
                    "setting, network (on|off: whether the agent's commands reach the network)",
         "task_started": "a task was marked in_progress",
         "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
-        "worker_done": "the worker returned; data.made_case",
+        "worker_done": "the worker returned; data: made_case, failed (why its agent process failed, when it did)",
         "verdict": "the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
         "session_end": "the loop ended; data: state, exit_code, reason",
         "session_report": "the end-of-session report, also written to report.md; data: text",
@@ -217,11 +217,12 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     entries = read_entries(ws.paths.ledger_dir, task.id)
     iteration = len(entries) + 1
     history = entries[-settings.ledger_entries:] if settings.ledger_entries else []
-    case = worker_turn(run, task, iteration, history)
+    case, failed = worker_turn(run, task, iteration, history)
     stage(ws, task, iteration)
     diff = staged_diff(ws.repo)
     summary = describe_diff(diff)
-    verdict = NO_CASE if case is None else evaluate(run, task, iteration, history, case, diff.patch or "", summary)
+    verdict = failed or (NO_CASE if case is None else
+                         evaluate(run, task, iteration, history, case, diff.patch or "", summary))
     verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
     append_entry(ws.paths.ledger_dir, task.id, entry)
@@ -230,14 +231,21 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     return entry
 
 
-def worker_turn(run: Run, task: Task, iteration: int, history: list[LedgerEntry]) -> Case | None:
+def worker_turn(run: Run, task: Task, iteration: int,
+                history: list[LedgerEntry]) -> tuple[Case | None, Verdict | None]:
+    """The worker's case, or the rejection its failed agent process earns."""
     ws = run.ws
     prompt = worker_prompt(run.sources, task, load_current_plan(ws.paths.prd), iteration, history)
     job = WorkerJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, history, ws.events,
                     run.sources.notes, run.sandbox, run.hooks)
-    case = run.backend.worker.work(job)
+    try:
+        case = run.backend.worker.work(job)
+    except AgentFailed as exc:
+        ws.events.emit("worker_done", task.id, iteration, made_case=False, failed=str(exc))
+        return None, Verdict(verdict="reject", category="agent_failed", concern=str(exc),
+                             next_step="Finish the task; the edits of this attempt are still in the working tree.")
     ws.events.emit("worker_done", task.id, iteration, made_case=case is not None)
-    return case
+    return case, None
 
 
 def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,

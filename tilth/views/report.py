@@ -108,7 +108,11 @@ class Readable:
             "hook_run": self._hook,
             "checks_run": lambda d: [_check(r) for r in d.get("results", [])],
             "scripted_step": _scripted,
-            "worker_done": lambda d: None if d.get("made_case") else "worker ended its turn without making a case",
+            "worker_done": lambda d: None if d.get("made_case") else f"worker failed: {short(d['failed'])}"
+                                     if d.get("failed") else "worker ended its turn without making a case",
+            "agent_run": lambda d: f"agent {d.get('command')}: " + (
+                f"stopped ({d['stopped']})" if d.get("stopped") else f"exit {d.get('exit_code')}")
+                + f", {d.get('duration_ms', 0) / 1000:.1f}s, case {d.get('case')}; output in {d.get('log')}",
             "verdict": lambda d: f"verdict: {verdict_label(d['verdict'], d.get('category'), d.get('concern'))}",
             "commit": lambda d: None,
             "failed_commit": lambda d: None,

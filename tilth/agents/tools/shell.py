@@ -60,9 +60,9 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
         except OSError as e:
             raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
         try:
-            stopped = _wait_for_exit(proc, out, timeout)
+            stopped = wait_for_exit(proc, out, timeout)
         finally:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             code = proc.wait()
         out.seek(0)
         text = out.read(MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
@@ -83,8 +83,8 @@ def run_bash(command: str, cwd: Path, timeout: float = 120, max_output: int = 20
     return text + ("" if not text or text.endswith("\n") else "\n") + footer
 
 
-def _wait_for_exit(proc: subprocess.Popen, out, timeout: float) -> str | None:
-    """Block until bash exits, leaving it unreaped so its pid (= the group id) is not reused.
+def wait_for_exit(proc: subprocess.Popen, out, timeout: float) -> str | None:
+    """Block until the process exits, leaving it unreaped so its pid (= the group id) is not reused.
 
     Returns None on a normal exit, else why the command must be stopped.
     """
@@ -101,7 +101,7 @@ def _wait_for_exit(proc: subprocess.Popen, out, timeout: float) -> str | None:
         os.close(fd)
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
