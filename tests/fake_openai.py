@@ -13,33 +13,26 @@ handler; `reply()` is rendered as SSE or as a plain chat.completion depending on
 
 from __future__ import annotations
 
-import itertools
 import json
-import socket
-import sys
-import threading
 import time
-from collections import defaultdict, deque
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+
+from fake_http import Handler, ScriptedServer, delay, halves, openai_error, openai_model, openai_models
+from fake_http import Response as _Response
+
+__all__ = ["DEFAULT_USAGE", "Response", "call", "SUBMIT", "ACCEPT", "reply", "fault", "raw", "drop", "delay",
+           "FakeOpenAI"]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
 @dataclass(frozen=True)
-class Response:
-    kind: str  # "reply" (rendered per request), "bytes" (sent verbatim) or "drop"
-    status: int = 200
-    body: bytes = b""
-    content_type: str = "application/json"
-    headers: dict[str, str] = field(default_factory=dict)
+class Response(_Response):
+    # kind: "reply" (rendered per request), "bytes" (sent verbatim) or "drop"
     content: str | None = None
     tool_calls: tuple[tuple[str, str], ...] = ()
     finish_reason: str | None = None
     usage: dict | None = None
-    delay: float = 0.0
 
 
 def call(tool: str, **args) -> tuple[str, str]:
@@ -63,7 +56,7 @@ def reply(content: str | None = None, tool_calls: list[tuple[str, str]] | None =
 
 
 def _error_body(message: str, type_: str = "fake_error") -> bytes:
-    return json.dumps({"error": {"message": message, "type": type_, "param": None, "code": None}}).encode()
+    return json.dumps(openai_error(message, type_)).encode()
 
 
 def fault(status: int, body: dict | str | None = None, headers: dict[str, str] | None = None) -> Response:
@@ -72,86 +65,63 @@ def fault(status: int, body: dict | str | None = None, headers: dict[str, str] |
     return Response("bytes", status=status, body=data, headers=dict(headers or {}))
 
 
-def raw(status: int, body: bytes, content_type: str = "application/json") -> Response:
-    return Response("bytes", status=status, body=body, content_type=content_type)
+raw = Response.raw
+drop = Response.drop
 
 
-def drop() -> Response:
-    return Response("drop")
+class FakeOpenAI(ScriptedServer):
+    """`base_url` is http://127.0.0.1:PORT/v1; POST /v1/chat/completions, GET /v1/models[/<id>]."""
 
+    thread_name = "fake-openai"
+    post_path = "/v1/chat/completions"
 
-def delay(seconds: float, response: Response) -> Response:
-    return replace(response, delay=response.delay + seconds)
-
-
-def _halves(text: str) -> list[str]:
-    mid = (len(text) + 1) // 2
-    return [part for part in (text[:mid], text[mid:]) if part]
-
-
-class FakeOpenAI:
     def __init__(self, models: list[str] | None = None, api_key: str | None = None) -> None:
         """`models`: serve exactly these, as OpenAI does (`GET /v1/models/<id>` answers 404
         `model_not_found` for any other); default: list the scripted models, no `/models/<id>`.
         `api_key`: answer 401 `invalid_api_key` to any request without it."""
-        self.requests: list[dict] = []
-        self.base_url = ""
-        self._queues: dict[str | None, deque[Response]] = defaultdict(deque)
-        self._models: list[str] = list(models or [])
-        self._fixed_models = models is not None
-        self._api_key = api_key
-        self._handler: Callable[[dict], Response] | None = None
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._connections: set[socket.socket] = set()
-        self._ids = itertools.count(1)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    def enqueue(self, model: str | None, *responses: Response) -> None:
-        with self._lock:
-            self._queues[model].extend(responses)
-            if model is not None and model not in self._models and not self._fixed_models:
-                self._models.append(model)
-
-    def set_handler(self, fn: Callable[[dict], Response]) -> None:
-        self._handler = fn
+        super().__init__(models, api_key)
 
     def __enter__(self) -> FakeOpenAI:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.fake = self
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        # A short poll interval keeps shutdown() from adding half a second to every test.
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
+        return super().__enter__()
 
-    def __exit__(self, *exc: object) -> None:
-        self._stopping.set()  # wakes handlers sleeping in delay()
-        self._server.shutdown()
-        with self._lock:  # unblock handler threads idling on keep-alive connections
-            for conn in self._connections:
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def _log_entry(self, h: Handler, body: dict | None) -> dict:
+        entry = super()._log_entry(h, body)
+        return {"path": entry["path"], "headers": entry["headers"], "body": body}
 
-    def _pick(self, body: dict | None) -> Response:
-        model = body.get("model") if isinstance(body, dict) else None
-        with self._lock:
-            for key in (model, None):
-                if self._queues.get(key):
-                    return self._queues[key].popleft()
-        if self._handler is not None:
-            try:
-                return self._handler(body)
-            except Exception as exc:  # surface handler bugs to the client instead of hanging it
-                return raw(500, _error_body(f"fake server: handler raised {exc!r}"))
-        return fault(500, f"fake server: no scripted response for model {model}",
-                     headers={"x-should-retry": "false"})
+    def _key_refusal(self) -> tuple[int, bytes]:
+        return 401, json.dumps(openai_error("Incorrect API key provided.", "invalid_request_error",
+                                            "invalid_api_key")).encode()
+
+    def _handler_failed(self, exc: Exception) -> Response:
+        return raw(500, _error_body(f"fake server: handler raised {exc!r}"))
+
+    def _unscripted(self, model: str | None) -> Response:
+        return fault(500, f"fake server: no scripted response for model {model}", headers={"x-should-retry": "false"})
+
+    def _no_route(self, h: Handler) -> None:
+        h.send(404, _error_body(f"fake server: no route {h.command} {h.path}"))
+
+    def _model_list(self) -> dict:
+        return openai_models(self._models)
+
+    def _get(self, h: Handler, path: str) -> None:
+        model = path.removeprefix("/v1/models/") if path.startswith("/v1/models/") else None
+        if model is None or not self._fixed_models:
+            return super()._get(h, path)
+        if model not in self._models:
+            message = f"The model `{model}` does not exist or you do not have access to it."
+            return h.send_json(404, openai_error(message, "invalid_request_error", "model_not_found"))
+        h.send_json(200, openai_model(model))
+
+    def _render(self, h: Handler, r: Response, body: dict) -> None:
+        model = body.get("model")
+        if not body.get("stream"):
+            return h.send_json(200, self._completion(r, model), headers=r.headers)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        h.start_stream()
+        for event in [*self._chunks(r, model, include_usage), "[DONE]"]:
+            h.chunk(b"data: %s\n\n" % (event if isinstance(event, str) else json.dumps(event)).encode())
+        h.end_stream()
 
     def _completion(self, r: Response, model: str | None) -> dict:
         message: dict = {"role": "assistant", "content": r.content, "refusal": None}
@@ -174,120 +144,13 @@ class FakeOpenAI:
 
         first_content = None if r.content is None and r.tool_calls else ""
         chunks = [chunk({"role": "assistant", "content": first_content, "refusal": None})]
-        chunks += [chunk({"content": part}) for part in _halves(r.content or "")]
+        chunks += [chunk({"content": part}) for part in halves(r.content or "")]
         for i, (name, args) in enumerate(r.tool_calls):
             chunks.append(chunk({"tool_calls": [{"index": i, "id": f"call_{i}", "type": "function",
                                                  "function": {"name": name, "arguments": ""}}]}))
             chunks += [chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
-                       for part in _halves(args)]
+                       for part in halves(args)]
         chunks.append(chunk({}, r.finish_reason))
         if include_usage:
             chunks.append({**base, "choices": [], "usage": r.usage})
         return chunks
-
-
-class _Server(ThreadingHTTPServer):
-    allow_reuse_address = True
-    daemon_threads = True
-    fake: FakeOpenAI
-
-    def handle_error(self, request, client_address) -> None:
-        if not isinstance(sys.exc_info()[1], OSError):  # disconnects are expected; real bugs stay loud
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive and chunked streaming, as the real API does
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in separate writes; without this, Nagle plus delayed ACK adds ~40ms per request.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.server.fake._lock:
-            self.server.fake._connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.fake._lock:
-            self.server.fake._connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _record(self) -> dict | None:
-        length = int(self.headers.get("content-length") or 0)
-        data = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(data) if data else None
-        except ValueError:
-            body = None
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.fake.requests.append({"path": urlsplit(self.path).path, "headers": headers, "body": body})
-        return body
-
-    def _send(self, status: int, body: bytes, content_type: str = "application/json",
-              headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _key_refused(self) -> bool:
-        key = self.server.fake._api_key
-        if key is None or self.headers.get("authorization") == f"Bearer {key}":
-            return False
-        self._send(401, json.dumps({"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
-                                              "param": None, "code": "invalid_api_key"}}).encode())
-        return True
-
-    def do_GET(self) -> None:
-        fake = self.server.fake
-        self._record()
-        if self._key_refused():
-            return
-        path = urlsplit(self.path).path.rstrip("/")
-        model = path.removeprefix("/v1/models/") if path.startswith("/v1/models/") else None
-        if model is not None and fake._fixed_models:
-            if model not in fake._models:
-                message = f"The model `{model}` does not exist or you do not have access to it."
-                return self._send(404, json.dumps({"error": {"message": message, "type": "invalid_request_error",
-                                                             "param": None, "code": "model_not_found"}}).encode())
-            return self._send(200, json.dumps({"id": model, "object": "model", "created": 0,
-                                               "owned_by": "fake"}).encode())
-        if path != "/v1/models":
-            return self._send(404, _error_body(f"fake server: no route GET {self.path}"))
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake._models]
-        self._send(200, json.dumps({"object": "list", "data": data}).encode())
-
-    def do_POST(self) -> None:
-        fake = self.server.fake
-        body = self._record()
-        if self._key_refused():
-            return
-        if urlsplit(self.path).path.rstrip("/") != "/v1/chat/completions":
-            return self._send(404, _error_body(f"fake server: no route POST {self.path}"))
-        r = fake._pick(body)
-        if r.delay and fake._stopping.wait(r.delay):
-            r = drop()  # the server is shutting down: don't answer late
-        if r.kind == "drop":
-            self.close_connection = True
-            return
-        if r.kind == "bytes":
-            return self._send(r.status, r.body, r.content_type, r.headers)
-        body = body if isinstance(body, dict) else {}
-        model = body.get("model")
-        if not body.get("stream"):
-            return self._send(200, json.dumps(fake._completion(r, model)).encode(), headers=r.headers)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        for event in [*fake._chunks(r, model, include_usage), "[DONE]"]:
-            data = b"data: %s\n\n" % (event if isinstance(event, str) else json.dumps(event)).encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.write(b"0\r\n\r\n")
