@@ -32,6 +32,18 @@ def test_the_peek_checks_every_field_of_the_model():
     assert {name for name, (_, needed) in FIELDS.items() if needed} == required
 
 
+def assert_peek_agrees(paths) -> None:
+    """The peek reads what the model reads, or fails with the model's very line."""
+    try:
+        expected = SessionView.of(load_session(paths))
+    except BadInput as exc:
+        with pytest.raises(BadInput) as caught:
+            peek_session(paths)
+        assert str(caught.value) == str(exc)
+    else:
+        assert peek_session(paths) == expected
+
+
 @pytest.mark.parametrize("change", [
     {}, {"pid": 123, "reason": "why", "supervised": True, "auto_resumes": 2, "auto_resume_at": "2026-01-01T00:00:00Z"},
     {"pid": "123"}, {"pid": 12.0}, {"supervised": 1}, {"auto_resumes": "2"}, {"state": "nonsense"}, {"pid": "x"},
@@ -44,14 +56,7 @@ def test_the_peek_reads_what_the_model_reads_or_fails_as_it_fails(sandbox, chang
     raw = json.loads(paths.session_json.read_text())
     raw.update(change)
     paths.session_json.write_text(json.dumps(raw))
-    try:
-        expected = SessionView.of(load_session(paths))
-    except BadInput as exc:
-        with pytest.raises(BadInput) as caught:
-            peek_session(paths)
-        assert str(caught.value) == str(exc)
-    else:
-        assert peek_session(paths) == expected
+    assert_peek_agrees(paths)
 
 
 RECORD = {"id": "s1", "repo": "/r", "base_commit": "0" * 40, "branch": "session/s1", "worktree": "/w/s1",
@@ -77,14 +82,7 @@ def test_the_session_peek_agrees_with_the_model_on_fuzzed_records(changes, dropp
         paths = session_paths("s1", Path(tmp))
         paths.dir.mkdir(parents=True)
         paths.session_json.write_bytes(encode(raw, style))
-        try:
-            expected = SessionView.of(load_session(paths))
-        except BadInput as exc:
-            with pytest.raises(BadInput) as caught:
-                peek_session(paths)
-            assert str(caught.value) == str(exc)
-        else:
-            assert peek_session(paths) == expected
+        assert_peek_agrees(paths)
 
 
 @pytest.mark.parametrize("damage", [b"{not json", b"[]", b'{"id": "s1"}', None])
