@@ -6,11 +6,15 @@ group and behind the sandbox; a failed or hung agent is a rejected iteration, ne
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from conftest import git, task
 from fake_openai import ACCEPT, reply
 from supervised import alive
+
+PYTHON = os.path.realpath(sys.executable)
+"""The interpreter itself, not the venv's link to it: a venv under /tmp is hidden by the sandbox's private /tmp."""
 
 AGENT = r'''
 import os, re, subprocess, sys, time
@@ -45,7 +49,7 @@ def start(sandbox, model_env, mode: str, plan: list[dict], **env: str):
     (repo / "tools" / "agent.py").write_text(AGENT)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "the agent")
-    command = f"{sys.executable} tools/agent.py {mode} {{prompt_file}}"
+    command = f"{PYTHON} tools/agent.py {mode} {{prompt_file}}"
     return sandbox.tilth("start", "--repo", str(repo), "--prd", str(sandbox.write_json("p.json", plan)), "--id", mode,
                          "--foreground", env={**model_env, "TILTH_WORKER_BACKEND": "command",
                                               "TILTH_WORKER_COMMAND": command, "TILTH_SELF_IMPROVEMENT": "false",
@@ -67,7 +71,7 @@ def test_a_cli_agent_does_the_work_and_the_openai_evaluator_judges_it(sandbox, f
     judged = [r["body"] for r in fake.requests if r["body"] and r["body"]["model"] == "evaluator"]
     assert "wrote agent/T-1.txt" in json.dumps(judged[0]["messages"]), "the evaluator saw the agent's case"
     assert not [r for r in fake.requests if r["body"] and r["body"]["model"] == "worker"], "no worker model call"
-    assert f"[T-1 #1] agent {sys.executable}: exit 0, " in result.stdout and "case parsed" in result.stdout
+    assert f"[T-1 #1] agent {PYTHON}: exit 0, " in result.stdout and "case parsed" in result.stdout
 
 
 def test_an_agent_that_fails_is_a_rejected_iteration_and_the_next_attempt_goes_on(sandbox, fake, model_env):
