@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -39,6 +39,7 @@ except ImportError:  # another interpreter
 from tilth.store.calls import Counted, Totals, is_dollars
 from tilth.store.events import is_event
 from tilth.store.jsonio import parse_object, write_atomic
+from tilth.store.strict import dict_of, number_or_none, strict_record
 
 VERSION = 1
 FILE_NAME = "summary.json"
@@ -120,62 +121,11 @@ class Rollup:
     `session_auto_resumed` said (`tilth status`: `auto-resume 2/3`); None before any said it."""
 
 
-class _Odd(ValueError):
-    """A value in summary.json that is not what its field holds."""
-
-
-def _dict_of(check: Callable[[Any], Any]) -> Callable[[Any], dict[str, Any]]:
-    def read(v: Any) -> dict[str, Any]:
-        if type(v) is not dict:
-            raise _Odd
-        return {k: check(x) for k, x in v.items()}
-    return read
-
-
-def _number_or_none(v: Any) -> float | int | None:
-    if v is not None and type(v) is not float and type(v) is not int:
-        raise _Odd
-    return v
-
-
-_SCALARS: dict[str, tuple[type, ...]] = {
-    "int": (int,), "float": (float, int), "str": (str,), "bool": (bool,), "int | None": (int, type(None)),
-    "str | None": (str, type(None)),
-}
-"""The types a field of each annotation may hold in the file (`type(v) in ...`: a bool is no int)."""
-
-
-def _record(cls: type) -> Callable[[Any], Any]:
-    """The reader of one dataclass: each field checked by its annotation (an annotation neither
-    in `_SCALARS` nor in `_BY_TYPE` fails at import, so a new field cannot go unchecked); missing
-    ones default, unknown ones are ignored."""
-    scalars = {f.name: _SCALARS[f.type] for f in dataclasses.fields(cls) if f.type in _SCALARS}
-    nested = {f.name: _BY_TYPE[f.type] for f in dataclasses.fields(cls) if f.type not in _SCALARS}
-    names = scalars.keys() | nested.keys()
-
-    def read(v: Any) -> Any:
-        if type(v) is not dict:
-            raise _Odd
-        for name, value in v.items():
-            allowed = scalars.get(name)
-            if allowed is not None and type(value) not in allowed:
-                raise _Odd
-        if v.keys() <= names and not nested:
-            return cls(**v)
-        kept = {k: x for k, x in v.items() if k in names}
-        for name, check in nested.items():
-            if name in kept:
-                kept[name] = check(kept[name])
-        return cls(**kept)
-    return read
-
-
-_BY_TYPE: dict[str, Callable[[Any], Any]] = {
-    "dict[str, float | None]": _dict_of(_number_or_none), "dict[str, dict[str, Any]]": _dict_of(_dict_of(lambda v: v)),
-}
-_BY_TYPE.update({"TaskRoll": _record(TaskRoll), "Totals": _record(Totals), "Clock": _record(Clock)})
-_BY_TYPE["dict[str, TaskRoll]"] = _dict_of(_BY_TYPE["TaskRoll"])
-_read_rollup = _record(Rollup)
+_task_roll = strict_record(TaskRoll)
+_read_rollup = strict_record(Rollup, {
+    "tasks": dict_of(_task_roll), "totals": strict_record(Totals), "clock": strict_record(Clock),
+    "caps": dict_of(number_or_none), "caps_reached": dict_of(dict_of(lambda v: v)),
+})
 
 
 def _ts(ts: str | None) -> datetime:
@@ -320,7 +270,7 @@ def read_saved(path: Path) -> Rollup | None:
         try:
             saved = _read_rollup(parse(data))
             break
-        except (ValueError, TypeError, RecursionError):  # _Odd and both decoders' errors are ValueErrors
+        except (ValueError, TypeError, RecursionError):  # Odd and both decoders' errors are ValueErrors
             continue
     return saved if saved is not None and saved.version == VERSION else None
 
