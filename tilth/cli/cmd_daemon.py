@@ -119,9 +119,12 @@ def cmd_wait(args: argparse.Namespace) -> int:
     from tilth.views.follow import wait_for
 
     sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]
-    waiting = [p.id for p in sessions if load_session(p).state == SessionState.queued]
+    records = [load_session(p) for p in sessions]
+    queued = [r.id for r in records if r.state == SessionState.queued]
+    paused = [r.id for r in records if r.state == SessionState.paused and r.supervised]
+    waiting = [f"{what} {', '.join(ids)}" for what, ids in (("queued", queued), ("paused", paused)) if ids]
     if waiting and control.running_pid(tilth_home()) is None:
-        print(f"tilth: no supervisor is running, so queued {', '.join(waiting)} will not start; "
+        print(f"tilth: no supervisor is running, so {' and '.join(waiting)} will not start; "
               "`tilth daemon` starts one", file=sys.stderr)
     return wait_for(sessions, args.timeout, lambda line: print(line, flush=True))
 

@@ -43,7 +43,9 @@ def still_queued(paths: SessionPaths) -> bool:
 def stop_session(paths: SessionPaths, now: bool) -> str:
     """Ask the runner to stop after its iteration (SIGTERM), or with `now` kill its process
     group and mark the session stopped. A queued session just becomes stopped, and so does a
-    crashed one waiting for its auto-resume (which is then cancelled)."""
+    crashed one waiting for its auto-resume (which is then cancelled) and a paused one that no
+    process holds (which is then not resumed when its usage limit lifts; a foreground run
+    waiting out its pause holds the session and is asked to stop as a running one is)."""
     load_session(paths)
     for _ in range(ROUNDS):
         holder = live_holder(paths.lock)
@@ -53,6 +55,9 @@ def stop_session(paths: SessionPaths, now: bool) -> str:
             if transitions.cancel_auto_resume(paths):
                 return (f"session {paths.id} had crashed and was due for auto-resume; it is stopped now "
                         f"(`tilth resume {paths.id}` continues it)")
+            if transitions.cancel_pause(paths):
+                return (f"session {paths.id} was paused by a usage limit; it is stopped now and will not be "
+                        f"resumed by itself (`tilth resume {paths.id}` continues it)")
             record = load_session(paths)
             if record.state != SessionState.queued:
                 return f"session {paths.id} is not running ({effective_state(paths, record)}); nothing to stop"
@@ -75,7 +80,7 @@ def _kill(paths: SessionPaths, pid: int) -> str:
         raise TilthError(f"session {paths.id}: runner pid {pid} still holds the session {KILL_TIMEOUT:g}s after SIGKILL")
     # The supervisor may have marked the death `crashed` first (with an auto-resume time, which
     # lies a backoff ahead); `stopped` replaces that and clears the auto-resume.
-    ended = {SessionState.running, SessionState.crashed, SessionState.queued}
+    ended = {SessionState.running, SessionState.crashed, SessionState.queued, SessionState.paused}
     for _ in range(ROUNDS):
         if transitions.mark_stopped(paths, ended, now=True, pid=pid):
             break

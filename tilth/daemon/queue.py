@@ -2,7 +2,8 @@
 
 The queue itself is on disk: the sessions whose session.json says `queued` and that were
 handed to the supervisor. Restarting the supervisor therefore loses nothing. So is the
-auto-resume of a crashed session: its count and due time are in its session.json.
+auto-resume of a crashed session (its count and due time are in its session.json), and the
+end of a pause after a usage limit (`paused_until`).
 """
 
 from __future__ import annotations
@@ -76,11 +77,41 @@ def stale(seen: list[Seen]) -> list[SessionRecord]:
 
 
 def wakes(now: datetime, seen: list[Seen], policy: AutoResume | None = None) -> set[datetime]:
-    """Future start times, and (with a policy) auto-resume times, the scheduler should wake the tick for."""
+    """Future start times, ends of pauses, and (with a policy) auto-resume times, the scheduler
+    should wake the tick for."""
     times = {start_time(s.record) for s in seen if waiting(s.record) and s.record.start_at}
+    times |= {pause_end(s.record) for s in seen}
     if policy is not None:
         times |= {resume_time(s.record, policy) for s in seen}
     return {t for t in times if t is not None and now < t < NEVER}
+
+
+# -- sessions paused by a usage limit --------------------------------------------------------
+
+DUE_NOW = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def pause_end(record: SessionRecord) -> datetime | None:
+    """When the supervisor queues this paused session again; None when it does not (not paused,
+    or not supervised: a foreground run waits out its own pause). A `paused_until` that is
+    missing or unreadable is due now: a bad time must not hold a session for ever, and a limit
+    that has not lifted yet only pauses it again."""
+    if record.state != SessionState.paused or not record.supervised:
+        return None
+    if not record.paused_until:
+        return DUE_NOW
+    try:
+        moment = datetime.fromisoformat(record.paused_until.replace("Z", "+00:00"))
+    except ValueError:
+        return DUE_NOW
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def to_unpause(now: datetime, seen: list[Seen]) -> list[SessionRecord]:
+    """Paused supervised sessions whose pause has ended and that nobody holds, oldest first."""
+    ready = [s.record for s in seen if not s.locked and not s.ours
+             and (when := pause_end(s.record)) is not None and when <= now]
+    return sorted(ready, key=lambda r: (r.created, r.id))
 
 
 # -- auto-resume of crashed sessions --------------------------------------------------------
@@ -128,7 +159,7 @@ class LastRun:
 
 
 RUN_BOUNDARIES = ("session_queued", "session_launched", "session_started", "session_end", "session_crashed",
-                  "session_stopped", "session_auto_resumed")
+                  "session_stopped", "session_auto_resumed", "session_unpaused")
 
 
 def last_run(events: list[dict]) -> LastRun:
@@ -188,10 +219,12 @@ def to_auto_resume(now: datetime, seen: list[Seen], policy: AutoResume) -> list[
 
 def needs_supervisor(seen: list[Seen], policy: AutoResume) -> list[str]:
     """Why a supervisor should run (empty: no reason): queued supervised sessions (scheduled
-    ones too), crashed ones due for auto-resume, and supervised ones that say running while
-    nobody holds their lock (their runner died with the supervisor away; it marks them crashed)."""
+    ones too), crashed ones due for auto-resume, paused ones (it resumes them when the usage
+    limit lifts), and supervised ones that say running while nobody holds their lock (their
+    runner died with the supervisor away; it marks them crashed)."""
     queued = [s.record.id for s in seen if waiting(s.record)]
     crashed = [s.record.id for s in seen if resume_time(s.record, policy) is not None]
+    paused = [s.record.id for s in seen if pause_end(s.record) is not None]
     orphaned = [s.record.id for s in seen if s.record.supervised and s.record.state == SessionState.running
                 and not s.locked]
     why = []
@@ -199,6 +232,8 @@ def needs_supervisor(seen: list[Seen], policy: AutoResume) -> list[str]:
         why.append(f"queued {', '.join(queued)}")
     if crashed:
         why.append(f"crashed {', '.join(crashed)} (due for auto-resume)")
+    if paused:
+        why.append(f"paused {', '.join(paused)} (usage limit)")
     if orphaned:
         why.append(f"{', '.join(orphaned)} (runner gone)")
     return why

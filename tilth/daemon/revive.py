@@ -1,9 +1,10 @@
 """A dead supervisor with work waiting is started again: `tilth status` notices that no
 supervisor holds daemon.lock although one died (its daemon.pid is left behind: killed,
 OOM, power loss; an orderly exit such as `tilth daemon stop` removes it, and that choice
-is respected) while supervised sessions are queued, crashed and due for auto-resume, or
-orphaned (said running, runner gone), and starts one detached. `tilth start`/`resume`
-start one anyway (handoff.submit). The systemd unit (`tilth daemon install`) covers reboots.
+is respected) while supervised sessions are queued, crashed and due for auto-resume, paused
+by a usage limit, or orphaned (said running, runner gone), and starts one detached. `tilth
+start`/`resume` start one anyway (handoff.submit). The systemd unit (`tilth daemon install`)
+covers reboots.
 
 `revive` answers the usual case (a supervisor holds daemon.lock, or none died) from the lock
 and daemon.pid alone: `tilth status` calls it every time and must not load the session model
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 def look(home: Path, ours: set[str] | frozenset[str] = frozenset()) -> list[queue.Seen]:
     """Every readable session as the tick sees it (a damaged session.json is skipped);
-    the lock is looked at only for queued and running sessions."""
+    the lock is looked at only for queued, running and paused sessions."""
     from tilth.daemon import queue
     from tilth.store.session import SessionState, load_session
 
@@ -36,7 +37,7 @@ def look(home: Path, ours: set[str] | frozenset[str] = frozenset()) -> list[queu
             record = load_session(paths)
         except BadInput:
             continue
-        active = record.state in (SessionState.queued, SessionState.running)
+        active = record.state in (SessionState.queued, SessionState.running, SessionState.paused)
         seen.append(queue.Seen(record, locked=active and is_locked(paths.lock), ours=sid in ours))
     return seen
 

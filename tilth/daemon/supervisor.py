@@ -2,12 +2,12 @@
 that exited, mark sessions whose runner vanished as crashed (with, for a supervised one, an
 auto-resume time after a backoff, or a reason saying its auto-resumes are used up),
 re-queue done sessions whose plan grew, queue crashed sessions whose auto-resume time has
-come (as `tilth resume` would), start queued sessions that are due while slots are free,
-and ask to be woken at the next scheduled start or auto-resume. Everything else only calls
-it, one tick at a time (a lock): the apscheduler jobs (the periodic rescan, and date jobs
-for `--at` start times and auto-resume backoffs), the sessions/ watcher, and a thread per
-child that reports the child's exit. The process around it (lock, signals, shutdown) is in
-process.py.
+come and paused sessions whose usage limit has lifted (both as `tilth resume` would), start
+queued sessions that are due while slots are free, and ask to be woken at the next scheduled
+start, auto-resume or end of a pause. Everything else only calls it, one tick at a time (a
+lock): the apscheduler jobs (the periodic rescan, and date jobs for `--at` start times,
+auto-resume backoffs and ends of pauses), the sessions/ watcher, and a thread per child that
+reports the child's exit. The process around it (lock, signals, shutdown) is in process.py.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ class Supervisor:
                 if self._recover(queue.stale(seen), policy, now) | self._requeue_grown(seen):
                     seen = self._look()
                 if not self.stopping:
-                    if self._auto_resume(queue.to_auto_resume(now, seen, policy), policy, now):
+                    if self._auto_resume(queue.to_auto_resume(now, seen, policy), policy, now) \
+                            | self._unpause(queue.to_unpause(now, seen), now):
                         seen = self._look()
                     self._launch(queue.to_start(now, seen, settings.max_parallel_sessions))
                     self._schedule(now, queue.wakes(now, seen, policy))
@@ -146,6 +147,16 @@ class Supervisor:
                             policy.attempts)
         return changed
 
+    def _unpause(self, records: list, now: datetime) -> bool:
+        """Paused sessions whose usage limit has lifted are queued as `tilth resume` queues them;
+        the launch that follows in the same tick runs them with `--resume`."""
+        changed = False
+        for record in records:
+            if transitions.unpause(session_paths(record.id, self.home), now) is not None:
+                changed = True
+                log.info("session %s: its pause (%s) is over; resuming it", record.id, record.reason or "usage limit")
+        return changed
+
     def _requeue_grown(self, seen: list[queue.Seen]) -> bool:
         """A done session whose prd.json gained pending tasks is queued again (plans are
         re-read only when prd.json's mtime changed)."""
@@ -184,7 +195,8 @@ class Supervisor:
         for moment in wakes - self._wakes:
             self.scheduler.add_job(self.wake, "date", run_date=moment, id=f"start-at-{moment.isoformat()}",
                                    replace_existing=True)
-            log.info("a scheduled start or auto-resume wakes the supervisor at %s", moment.isoformat())
+            log.info("a scheduled start, auto-resume or end of a pause wakes the supervisor at %s",
+                     moment.isoformat())
         self._wakes = {moment for moment in self._wakes | wakes if moment > now}
 
     def settings(self) -> Settings:

@@ -27,8 +27,11 @@ document(
                            "attempts (the most in a row; null without an auto-resume policy)",
         "session_auto_resumed": "the supervisor queued a crashed session to resume by itself after the backoff; "
                                 "data: attempt, attempts (the most in a row), backoff_s, crash (the crash's reason)",
-        "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume), or killed "
-                           "its runner with --now; data: now, pid",
+        "session_unpaused": "the supervisor queued a session paused by a usage limit to resume, its pause "
+                            "over; data: paused_until (as recorded; null or unreadable counts as over), reason "
+                            "(the pause's)",
+        "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume, or a "
+                           "paused one), or killed its runner with --now; data: now, pid",
     }
 )
 
@@ -149,6 +152,22 @@ def auto_resume(paths: SessionPaths, now: datetime, policy: queue.AutoResume) ->
                   crash=lambda _: seen["crash"])
 
 
+def unpause(paths: SessionPaths, now: datetime) -> SessionRecord | None:
+    """A paused supervised session whose pause has ended (queue.pause_end) is queued as `tilth
+    resume` queues it. A pause is not a crash: the auto-resume count stays as it was."""
+    seen: dict[str, Any] = {}
+
+    def decide(record: SessionRecord) -> dict[str, Any] | None:
+        when = queue.pause_end(record)
+        if when is None or when > now:
+            return None
+        seen.update(paused_until=record.paused_until, reason=record.reason)
+        return queued_for(record, resume=True, start_at=None)
+
+    return change(paths, "supervisor", decide, "session_unpaused", paused_until=lambda _: seen["paused_until"],
+                  reason=lambda _: seen["reason"])
+
+
 def requeue_grown(paths: SessionPaths) -> bool:
     """A done supervised session whose plan gained pending tasks goes back to the queue."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
@@ -167,6 +186,16 @@ def cancel_auto_resume(paths: SessionPaths) -> SessionRecord | None:
             return None
         return {"state": SessionState.stopped, "pid": None, "auto_resume_at": None,
                 "reason": f"auto-resume cancelled by `tilth stop` ({record.reason})"}
+
+    return change(paths, "cli", decide, "session_stopped", now=False, pid=None)
+
+
+def cancel_pause(paths: SessionPaths) -> SessionRecord | None:
+    """`tilth stop` on a paused session nobody holds: stopped, not resumed when the limit lifts."""
+    def decide(record: SessionRecord) -> dict[str, Any] | None:
+        if record.state != SessionState.paused:
+            return None
+        return {"state": SessionState.stopped, "pid": None, "reason": "stopped while paused"}
 
     return change(paths, "cli", decide, "session_stopped", now=False, pid=None)
 

@@ -46,9 +46,11 @@ FILE_NAME = "summary.json"
 EDGE_BYTES = 256
 READ_BYTES = 8 << 20
 CONCERN_CHARS = 500
-OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped"}
+OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped",
+               "session_unpaused"}
 """Written by `tilth start`, `tilth stop` or the supervisor, never by a runner: they do not extend
-a run (a crash noticed an hour later did not run for that hour). `views/tally.running_seconds` too."""
+a run (a crash noticed an hour later did not run for that hour, nor did a run paused by a usage
+limit run while it waited). `views/tally.running_seconds` too."""
 SAVE_ALWAYS = {"session_started", "session_end", "session_report"}
 SAVE_AT_TASK_END = {"task_done", "task_failed"}
 TAIL_BYTES = 64 << 10
@@ -57,7 +59,7 @@ only once the log has grown past the last save by its own size (and at least TAI
 cost of saving stays flat per task however long the session, and the tail a reader folds stays
 short. Never per event: that is the cost it saves."""
 STATES = {"session_created": "created", "session_queued": "queued", "session_started": "running",
-          "session_crashed": "crashed", "session_stopped": "stopped"}
+          "session_crashed": "crashed", "session_stopped": "stopped", "session_unpaused": "queued"}
 
 
 @dataclass

@@ -17,8 +17,8 @@ from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_json
 from tilth.store.session_peek import SessionState, effective_state
 
-__all__ = ["BackendChoice", "SessionRecord", "SessionState", "effective_state", "load_session", "refuse_archived",
-           "save_session", "set_state"]
+__all__ = ["BackendChoice", "SessionRecord", "SessionState", "effective_state", "load_session", "pause",
+           "refuse_archived", "save_session", "set_state"]
 
 
 class BackendChoice(BaseModel):
@@ -42,7 +42,8 @@ class SessionRecord(BaseModel):
     """Absolute path of the git worktree (outside the session dir)."""
     state: SessionState = SessionState.queued
     reason: str | None = None
-    """Why the last run ended `stopped`, `crashed` or `failed` (one line); cleared when a run starts."""
+    """Why the last run ended `stopped`, `crashed` or `failed`, or why it is `paused` (`usage limit:
+    <the agent's words>`); one line, cleared when a run starts."""
     backend: BackendChoice
     created: str
     updated: str
@@ -72,6 +73,9 @@ class SessionRecord(BaseModel):
     auto_resume_at: str | None = None
     """The crashed session will be resumed by the supervisor at this time (UTC, ms); None when it
     will not be (not supervised, auto-resume off or given up, or not crashed)."""
+    paused_until: str | None = None
+    """The paused session may run again from this time (UTC, ISO-8601), when the agent's usage
+    limit lifts; None in every other state (every state write clears it)."""
 
 
 def load_session(paths: SessionPaths) -> SessionRecord:
@@ -85,16 +89,32 @@ def load_session(paths: SessionPaths) -> SessionRecord:
 
 def save_session(paths: SessionPaths, record: SessionRecord) -> None:
     record.updated = iso()
+    if record.state != SessionState.paused:
+        record.paused_until = None  # a pause's end never outlives the pause
     write_json(paths.session_json, record.model_dump(mode="json"))
 
 
 def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None,
               reason: str | None = None) -> SessionRecord:
-    """Every state change carries its own reason (none unless given), so an old one never lingers."""
+    """Every state change carries its own reason (none unless given), so an old one never lingers;
+    nor does a pause's `paused_until` (`save_session` clears it in any state but paused)."""
     record = load_session(paths)
     record.state = state
     record.pid = pid
     record.reason = reason
+    save_session(paths, record)
+    return record
+
+
+def pause(paths: SessionPaths, until: str, reason: str) -> SessionRecord:
+    """The runner's agent hit a usage limit: `paused` until `until` (UTC, ISO-8601), `reason`
+    saying why (`usage limit: <the agent's words>`). A supervised session is queued again by the
+    supervisor once that time has come; a paused supervised session never counts as a crash."""
+    record = load_session(paths)
+    record.state = SessionState.paused
+    record.pid = None
+    record.reason = reason
+    record.paused_until = until
     save_session(paths, record)
     return record
 

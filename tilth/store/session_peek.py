@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 
 class SessionState(StrEnum):
     """queued -> running -> done | failed | stopped | crashed; every end but `done` is resumable;
-    `archived` after `tilth cleanse` removed the branch and the worktree."""
+    `archived` after `tilth cleanse` removed the branch and the worktree. running -> paused when
+    the agent hit a usage limit (`paused_until`): a foreground run waits for it in-process, holding
+    the session lock; a supervised runner exits and the supervisor queues the session again once
+    that time has come (`tilth resume` sooner, `tilth stop` never)."""
 
     queued = "queued"
     running = "running"
@@ -38,6 +41,7 @@ class SessionState(StrEnum):
     failed = "failed"
     stopped = "stopped"
     crashed = "crashed"
+    paused = "paused"
     archived = "archived"
 
 
@@ -60,13 +64,15 @@ class SessionView:
     start_at: str | None = None
     auto_resumes: int = 0
     auto_resume_at: str | None = None
+    paused_until: str | None = None
 
     @classmethod
     def of(cls, record: SessionRecord) -> SessionView:
         return cls(id=record.id, repo=record.repo, branch=record.branch, worktree=record.worktree,
                    backend=record.backend.name, created=record.created, state=record.state, reason=record.reason,
                    sandbox=record.sandbox, pid=record.pid, supervised=record.supervised, start_at=record.start_at,
-                   auto_resumes=record.auto_resumes, auto_resume_at=record.auto_resume_at)
+                   auto_resumes=record.auto_resumes, auto_resume_at=record.auto_resume_at,
+                   paused_until=record.paused_until)
 
 
 def _str(v: Any) -> bool:
@@ -95,6 +101,7 @@ FIELDS: dict[str, tuple[Callable[[Any], bool], bool]] = {
     "supervised": (lambda v: type(v) is bool, False), "start_at": (_opt_str, False),
     "resume_requested": (lambda v: type(v) is bool, False),
     "auto_resumes": (lambda v: type(v) is int, False), "auto_resume_at": (_opt_str, False),
+    "paused_until": (_opt_str, False),
 }
 """Every field of `SessionRecord`, with a check no stricter than the model's and its presence;
 `tests/test_status_view.py` keeps the two lists equal."""
@@ -114,7 +121,7 @@ def _strict(raw: Any) -> SessionView | None:
                        state=SessionState(raw.get("state", "queued")), reason=raw.get("reason"),
                        sandbox=raw.get("sandbox"), pid=raw.get("pid"), supervised=raw.get("supervised", False),
                        start_at=raw.get("start_at"), auto_resumes=raw.get("auto_resumes", 0),
-                       auto_resume_at=raw.get("auto_resume_at"))
+                       auto_resume_at=raw.get("auto_resume_at"), paused_until=raw.get("paused_until"))
 
 
 def peek_session(paths: SessionPaths) -> SessionView:
@@ -141,7 +148,9 @@ def most_recent_session(home: Path | None = None) -> SessionPaths:
 
 
 def effective_state(paths: SessionPaths, record: SessionRecord | SessionView) -> str:
-    """A session marked running whose lock nobody holds was killed: report it as crashed."""
+    """A session marked running whose lock nobody holds was killed: report it as crashed. A
+    paused one stays paused, locked (a foreground run waiting in-process) or not (a supervised
+    runner exits while paused)."""
     if record.state == SessionState.running and not is_locked(paths.lock):
         return SessionState.crashed.value
     return record.state.value

@@ -11,8 +11,11 @@ session crashed, which is an event).
 
 A crashed session the supervisor will resume by itself (`auto_resume_at` in session.json) has
 not ended: `tilth wait` goes on waiting for it, and ends only once it settles otherwise or
-auto-resume gives up. session.json is read with `store/session_peek.py` (no pydantic), so
-`tilth logs -n` costs what reading the end of the journal costs.
+auto-resume gives up. Nor has a supervised session paused by a usage limit (the supervisor
+resumes it when the limit lifts), nor a foreground run waiting out its pause (it holds the
+session); a paused session nobody will resume ends the wait as stopped does. session.json is
+read with `store/session_peek.py` (no pydantic), so `tilth logs -n` costs what reading the end
+of the journal costs.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from tilth.store.lock import is_locked
 from tilth.store.session_peek import SessionState, effective_state, peek_session
 from tilth.views.report import Readable
 
-EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3}
+EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3,
+              SessionState.paused: 3}
 """Any other state past queued/running (an archived session) ends the wait with 0."""
 EXIT_TIMEOUT = 4
 RECHECK_MS = 500
@@ -37,10 +41,12 @@ RECHECK_MS = 500
 
 def settled(paths: SessionPaths) -> SessionState | None:
     """The session's end state, once it has one and no process holds the session any more; a
-    crashed session due for auto-resume has not ended."""
+    crashed session due for auto-resume has not ended, nor has a supervised paused one."""
     record = peek_session(paths)
     state = SessionState(effective_state(paths, record))
     if state in (SessionState.queued, SessionState.running) or is_locked(paths.lock):
+        return None
+    if state == SessionState.paused and record.supervised:
         return None
     if state == SessionState.crashed and record.state == SessionState.crashed and record.auto_resume_at:
         return None
@@ -92,6 +98,8 @@ def _waiting_state(paths: SessionPaths) -> str:
     record = peek_session(paths)
     if record.state == SessionState.crashed and record.auto_resume_at:
         return f"crashed (auto-resume at {record.auto_resume_at})"
+    if record.state == SessionState.paused:
+        return f"paused (until {record.paused_until or 'now'})"
     return record.state.value
 
 

@@ -4,7 +4,7 @@ Progress comes from prd.json; the current task, iteration, elapsed time, tokens,
 caps from the roll-up of events.jsonl (`store/rollup.py`: summary.json plus the lines written
 since, never the whole journal; lower bounds, marked `+` and `≥`, when some calls' usage was
 unknown); liveness from the session lock (a session marked running whose lock nobody holds was killed,
-and shows as crashed).
+and shows as crashed). A session paused by a usage limit shows until when, in local time.
 
 Read without pydantic (`store/session_peek.py`, `store/prd_peek.py`, the roll-up's own reader):
 `tilth status` is a look, and pydantic's start-up alone would be most of its time.
@@ -12,7 +12,7 @@ Read without pydantic (`store/session_peek.py`, `store/prd_peek.py`, the roll-up
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         tasks = []
     state = effective_state(paths, record)
     done = sum(t["status"] == TaskStatus.done for t in tasks)
-    holder = read_holder(paths.lock) if state == SessionState.running else None
+    holder = read_holder(paths.lock) if state in (SessionState.running, SessionState.paused) else None
     rollup = load_rollup(paths.events)
     summary = {
         "id": record.id,
@@ -95,6 +95,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "auto_resumes": record.auto_resumes,
         "auto_resume_at": record.auto_resume_at,
         "auto_resume_attempts": rollup.auto_resume_attempts,
+        "paused_until": record.paused_until,
         **activity(rollup, live=state == SessionState.running),
     }
     if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
@@ -104,11 +105,12 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
 
 def _reason(record: SessionView, state: str) -> str | None:
     """A runner killed outright (kill -9, power loss) never wrote why; say what is known. An
-    archived session's reason says where its work went (`tilth cleanse`)."""
+    archived session's reason says where its work went (`tilth cleanse`), a paused one's which limit
+    it hit."""
     if state == SessionState.crashed and not record.reason:
         return "the process running it died without recording why (killed or lost power)"
     return record.reason if state in (SessionState.stopped, SessionState.crashed, SessionState.failed,
-                                      SessionState.archived) else None
+                                      SessionState.archived, SessionState.paused) else None
 
 
 def all_summaries(home: Path) -> list[dict[str, Any]]:
@@ -136,12 +138,33 @@ def _clock(ts: str) -> str:
     return ts[11:19] if len(ts) >= 19 and ts[10:11] == "T" else ts
 
 
+def _local_clock(ts: str, today: date | None = None) -> str:
+    """`HH:MM` in local time of an ISO time, `YYYY-MM-DD HH:MM` when not today; anything else as it is."""
+    try:
+        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return ts
+    local = (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone()
+    today = today or utc_now().astimezone().date()
+    return f"{local:%H:%M}" if local.date() == today else f"{local:%Y-%m-%d %H:%M}"
+
+
+def _paused(summary: dict[str, Any]) -> str:
+    """`paused until 14:05 (usage limit)`: the why is the reason up to its first colon (the
+    agent's own words after it are in the reason line of `tilth status <id>`)."""
+    until, reason = summary.get("paused_until"), summary.get("reason") or ""
+    why = f" ({reason.split(':', 1)[0].strip()})" if reason.strip() else ""
+    return f"paused until {_local_clock(until)}{why}" if until else f"paused{why}"
+
+
 def _state(summary: dict[str, Any]) -> str:
     """`queued until <time>`, `crashed (auto-resume 2/3 at 12:00:03)` while the supervisor will
-    resume it, `running (auto-resumed 1x)` after it did."""
+    resume it, `running (auto-resumed 1x)` after it did, `paused until 14:05 (usage limit)`."""
     state, resumes = summary["state"], summary.get("auto_resumes") or 0
     if state == SessionState.queued and summary.get("start_at"):
         return f"queued until {summary['start_at']}"
+    if state == SessionState.paused:
+        return _paused(summary)
     if state == SessionState.crashed and summary.get("auto_resume_at"):
         attempts = summary.get("auto_resume_attempts")
         return (f"crashed (auto-resume {resumes + 1}{f'/{attempts}' if attempts else ''} "
@@ -189,7 +212,8 @@ def render_table(summaries: list[dict[str, Any]], footer: str = "") -> str:
 
 
 STATE_STYLES = {"running": "bold green", "queued": "cyan", "done": "green", "failed": "bold red",
-                "stopped": "yellow", "crashed": "bold magenta", "archived": "dim"}
+                "stopped": "yellow", "crashed": "bold magenta", "archived": "dim",
+                "paused": "blue"}
 
 
 def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
