@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench soak clean llama
+.PHONY: test demo bench soak clean llama agents
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,14 @@ $(STAMP): pyproject.toml
 llama: $(STAMP)
 	scripts/install-llama.sh $(VENV) || echo "make: llama.cpp server unavailable; the real-model test will skip"
 
-test: $(STAMP) llama
+# The real CLI agents (Claude Code and Codex from npm, aider in its own venv) that the integration tests
+# run against stub servers, installed once into ~/.cache/tilth (about 2 min, 1.5 GB). When that fails
+# the tests needing them skip with the reason, except on CI (TILTH_REQUIRE_CLI_AGENTS=1), where it stops here.
+agents:
+	scripts/install-cli-agents.sh || { [ "$${TILTH_REQUIRE_CLI_AGENTS:-}" != 1 ] \
+		&& echo "make: CLI agents unavailable; the tests that run them will skip"; }
+
+test: $(STAMP) llama agents
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)

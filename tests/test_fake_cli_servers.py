@@ -17,6 +17,7 @@ import pytest
 
 import fake_anthropic as fa
 import fake_responses as fr
+from cli_agents import agent_bin
 from fake_anthropic import FakeAnthropic
 from fake_responses import FakeResponses
 
@@ -397,14 +398,8 @@ def test_responses_models_auth_and_request_log():
 
 # ---------------------------------------------------------------- the real CLIs
 
-BIN = Path.home() / ".cache/tilth/npm/node_modules/.bin"
-NOT_INSTALLED = "not installed at {} (the project's set-up does not install the CLI agents yet; see docs/cli-agents.md §0)"
-
-
 def cli(name: str) -> Path:
-    path = BIN / name
-    if not path.exists():
-        pytest.skip(NOT_INSTALLED.format(path))
+    path = agent_bin(name)
     if shutil.which("timeout") is None or shutil.which("git") is None:
         pytest.skip("needs `timeout` and `git`")
     return path

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Install the real CLI coding agents that the integration tests run against local stub servers:
+#   - Claude Code and Codex (pinned npm packages) into one npm prefix
+#   - aider (pinned PyPI package) into its own venv
+#
+# Usage: scripts/install-cli-agents.sh
+# Where: ${TILTH_AGENT_CACHE:-$HOME/.cache/tilth/npm}/node_modules/.bin/{claude,codex}
+#        ${TILTH_AIDER_VENV:-$HOME/.cache/tilth/aider-venv}/bin/aider
+#
+# Anything already installed at the pinned version is left alone. Node and npm come from apt
+# when missing (CI is a fresh Debian). Prints one line saying what is installed where; exits
+# non-zero with a message on failure.
+set -euo pipefail
+
+CLAUDE_CODE_VERSION=2.1.330
+CODEX_VERSION=0.169.0
+AIDER_VERSION=0.86.2
+
+die() { echo "install-cli-agents: error: $*" >&2; exit 1; }
+
+CACHE=${TILTH_AGENT_CACHE:-$HOME/.cache/tilth/npm}
+AIDER_VENV=${TILTH_AIDER_VENV:-$HOME/.cache/tilth/aider-venv}
+CLAUDE="$CACHE/node_modules/.bin/claude"
+CODEX="$CACHE/node_modules/.bin/codex"
+AIDER="$AIDER_VENV/bin/aider"
+
+mkdir -p "$CACHE" 2>/dev/null || die "cannot create $CACHE"
+LOG="$CACHE/install-cli-agents.log"
+: >"$LOG"
+fail() { tail -n 30 "$LOG" >&2; die "$* (full log: $LOG)"; }
+
+# `<binary> --version` mentions the pinned version; a missing or broken binary is not installed.
+has_version() { local said; [ -x "$1" ] && said=$("$1" --version 2>/dev/null) && [[ $said == *"$2"* ]]; }
+
+start=$SECONDS
+did=""
+
+if ! has_version "$CLAUDE" "$CLAUDE_CODE_VERSION" || ! has_version "$CODEX" "$CODEX_VERSION"; then
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        command -v apt-get >/dev/null 2>&1 || die "need node and npm to install the CLI agents"
+        [ "$(id -u)" -eq 0 ] || die "need node and npm (apt-get install nodejs npm, as root)"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; } \
+            >>"$LOG" 2>&1 || fail "apt-get install nodejs npm failed"
+    fi
+    # Claude Code's postinstall may be skipped by npm's allowScripts; bin/claude.exe is the
+    # real binary either way, so the version check below is what decides.
+    npm install --prefix "$CACHE" --no-audit --no-fund \
+        "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >>"$LOG" 2>&1 \
+        || fail "npm install of claude-code $CLAUDE_CODE_VERSION and codex $CODEX_VERSION failed"
+    has_version "$CLAUDE" "$CLAUDE_CODE_VERSION" || fail "installed, but '$CLAUDE --version' does not say $CLAUDE_CODE_VERSION"
+    has_version "$CODEX" "$CODEX_VERSION" || fail "installed, but '$CODEX --version' does not say $CODEX_VERSION"
+    did="installed"
+fi
+
+if ! has_version "$AIDER" "$AIDER_VERSION"; then
+    [ -x "$AIDER_VENV/bin/python" ] || python3 -m venv "$AIDER_VENV" >>"$LOG" 2>&1 \
+        || fail "python3 -m venv $AIDER_VENV failed (on Debian: apt-get install python3-venv)"
+    "$AIDER_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "aider-chat==$AIDER_VERSION" >>"$LOG" 2>&1 \
+        || fail "pip install aider-chat==$AIDER_VERSION into $AIDER_VENV failed"
+    has_version "$AIDER" "$AIDER_VERSION" || fail "installed, but '$AIDER --version' does not say $AIDER_VERSION"
+    did="installed"
+fi
+
+if [ -n "$did" ]; then how="installed in $((SECONDS - start))s"; else how="already there"; fi
+echo "install-cli-agents: claude-code $CLAUDE_CODE_VERSION and codex $CODEX_VERSION in $CACHE," \
+     "aider $AIDER_VERSION in $AIDER_VENV ($how)"
