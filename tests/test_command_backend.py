@@ -82,7 +82,7 @@ def test_an_agent_that_fails_is_a_rejected_iteration_and_the_next_attempt_goes_o
     assert first["verdict"]["category"] == "agent_failed"
     assert "exited with code 3: boom: could not finish" in first["verdict"]["concern"]
     assert second["verdict"]["verdict"] == "accept" and [c["task"] for c in sandbox.commits("fail-first")] == ["T-1"]
-    assert "worker failed: the agent" in result.stdout
+    assert "worker failed: the command agent exited with code 3" in result.stdout
 
 
 def test_an_agent_without_a_case_is_still_evaluated_with_a_case_built_from_its_output(sandbox, fake, model_env):

@@ -31,8 +31,13 @@ class Endpoint:
 
 
 def endpoints(settings: Settings) -> list[Endpoint]:
+    """The endpoints of the roles tilth's own loop plays (a CLI agent reaches its own)."""
     worker = Endpoint("worker", *settings.endpoint("worker"))
     evaluator = Endpoint("evaluator", *settings.endpoint("evaluator"))
+    if settings.worker_backend != "openai":
+        return [evaluator] if "openai" in settings.evaluator_backends() else []
+    if "openai" not in settings.evaluator_backends():
+        return [worker]
     if (evaluator.url, evaluator.key, evaluator.model) == (worker.url, worker.key, worker.model):
         return [Endpoint("worker and evaluator", worker.url, worker.key, worker.model)]
     return [worker, evaluator]

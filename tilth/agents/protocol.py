@@ -7,6 +7,7 @@ Backends are plain classes chosen by short name in `make_backend`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -25,6 +26,15 @@ from tilth.store.session import BackendChoice
 class AgentFailed(Exception):
     """The worker's agent process failed (exit code, timeout, could not start): the iteration is
     rejected with this reason, and the session goes on."""
+
+
+class UsageLimited(Exception):
+    """An agent's account hit a usage or rate limit: not a failure of the task. The iteration does
+    not count; the session pauses until `resets_at` (None: a backoff)."""
+
+    def __init__(self, message: str, resets_at: datetime | None = None):
+        super().__init__(message)
+        self.resets_at = resets_at
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,8 @@ class EvaluationJob:
     events: EventLog
     checks: list[CheckResult]
     """Deterministic checks already run on the worktree; a failing one blocks acceptance."""
+    sandbox: tuple[str, ...] = ()
+    """The argv prefix that confines a CLI evaluator (empty when unconfined)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,8 @@ class LearningJob:
     """The iteration the task ended at."""
     prompt: str
     events: EventLog
+    worktree: Path | None = None
+    sandbox: tuple[str, ...] = ()
 
 
 class Worker(Protocol):
@@ -99,21 +113,44 @@ class Backend:
 
 
 def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Backend:
+    """The scripted backend, or each role's agent as the settings choose (`openai`: tilth's own
+    loop; `claude`, `codex`, `aider`, `command`: a CLI agent); several evaluators make a panel."""
     if choice.name == "scripted":
         from tilth.agents.backends.scripted import scripted_backend
 
         return scripted_backend(choice)
-    if choice.name == "openai":
-        from tilth.agents.backends.openai_agents import openai_backend
+    if choice.name not in ("openai", "agents"):
+        raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL), a CLI agent "
+                       "(TILTH_WORKER_BACKEND=claude|codex|aider|command) or `scripted` (tests/demo)")
+    from tilth.agents.backends.command import LABELS, CliEvaluator, CliLearner, CliWorker
+    from tilth.agents.backends.openai_agents import OpenAIEvaluator, OpenAILearner, OpenAIWorker
+    from tilth.agents.backends.panel import Panel
 
-        backend = openai_backend(settings, meter)
-        if settings.worker_backend != "command":
-            return backend
-        from tilth.agents.backends.command import CommandWorker
+    settings.require_model()
 
-        if not settings.worker_command:
-            raise BadInput("worker_backend = command needs the agent's command line: set TILTH_WORKER_COMMAND "
-                           "(for example 'my-agent --prompt-file {prompt_file}')")
-        label = f"{backend.label}; worker: the command `{settings.worker_command}`"
-        return Backend("openai", label, CommandWorker(settings), backend.evaluator, backend.learner)
-    raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL) or `scripted` (tests/demo)")
+    def evaluator(name: str) -> Evaluator:
+        return OpenAIEvaluator(settings, meter) if name == "openai" else CliEvaluator(name, settings, meter)
+
+    def describe(name: str, role: str) -> str:
+        if name != "openai":
+            return LABELS[name] + (f" `{settings.worker_command}`" if name == "command" and role == "worker" else
+                                   f" `{settings.evaluator_command}`" if name == "command" else "")
+        url, _, model = settings.endpoint(role)
+        return f"openai-compatible at {url} ({model})"
+
+    chosen = settings.worker_backend
+    worker = OpenAIWorker(settings, meter) if chosen == "openai" else CliWorker(chosen, settings, meter)
+    names = settings.evaluator_backends()
+    members = [(name, evaluator(name)) for name in names]
+    judge = members[0][1] if len(members) == 1 else Panel(members, settings.evaluator_policy)
+    if chosen == "openai" or (chosen == "command" and settings.base_url):
+        learner: Learner = OpenAILearner(settings, meter)
+    else:
+        learner = CliLearner(chosen, settings, meter)
+    judges = " + ".join(describe(name, "evaluator") for name in names)
+    policy = f" (panel, {settings.evaluator_policy} must accept)" if len(names) > 1 else ""
+    label = f"worker: {describe(chosen, 'worker')}; evaluator: {judges}{policy}"
+    if chosen == "openai" and names == ["openai"]:
+        (url, _, worker_model), evaluator_model = settings.endpoint("worker"), settings.endpoint("evaluator")[2]
+        label = f"openai-compatible at {url} (worker {worker_model}, evaluator {evaluator_model})"
+    return Backend(choice.name, label, worker, judge, learner)

@@ -89,3 +89,20 @@ def wrap(mode: str, worktree: Path, home: Path, network: str = "on") -> list[str
     if config.is_file():
         argv += ["--ro-bind", "/dev/null", str(config)]
     return argv + ["--die-with-parent", "--chdir", str(worktree)]
+
+
+def amend(wrapper: list[str] | tuple[str, ...], worktree: Path, read_only: bool = False,
+          writable: list[Path] = (), readable: list[Path] = ()) -> list[str]:
+    """The `wrap` argv for one CLI agent run: the worktree read-only (an evaluator), the agent's own
+    config directories writable, single files (its prompt) read-only; unconfined stays unconfined."""
+    argv = list(wrapper)
+    if not argv:
+        return argv
+    if read_only:
+        tree = str(worktree.resolve())
+        at = next(i for i in range(len(argv) - 2) if argv[i:i + 3] == ["--bind", tree, tree])
+        argv[at] = "--ro-bind"
+    extra = [arg for path in writable for arg in ("--bind", str(path), str(path))]
+    extra += [arg for path in readable for arg in ("--ro-bind", str(path), str(path))]
+    at = argv.index("--die-with-parent")
+    return argv[:at] + extra + argv[at:]

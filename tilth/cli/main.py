@@ -31,7 +31,12 @@ NO_SESSIONS = "no sessions; create one with `tilth start`"
 
 
 def configured_backend(settings: Settings) -> str | None:
-    """A model endpoint in the settings means the real backend, for start, run and resume alike."""
+    """A CLI agent in some role, or a model endpoint, means the real backend (`agents`, `openai`),
+    for start, run and resume alike."""
+    from tilth.core.config import CLI_BACKENDS
+
+    if settings.worker_backend in CLI_BACKENDS or set(settings.evaluator_backends()) & set(CLI_BACKENDS):
+        return "agents"
     return "openai" if settings.base_url else os.environ.get("TILTH_BACKEND")
 
 
@@ -168,12 +173,14 @@ def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
 
     info = holder(home)
     waiting = sum(1 for s in summaries if s["state"] == "queued" and s.get("supervised"))
+    paused = sum(1 for s in summaries if s["state"] == "paused" and s.get("supervised"))
+    also = f", {paused} paused" if paused else ""
     if info is None:
-        return f"supervisor: not running; {waiting} queued session(s) wait for it (`tilth daemon` starts it)" \
-            if waiting else "supervisor: not running"
+        return f"supervisor: not running; {waiting} queued{also} session(s) wait for it (`tilth daemon` starts it)" \
+            if waiting or paused else "supervisor: not running"
     age = heartbeat_age(info)
     beat = f", heartbeat {age:.0f}s ago" if age is not None else ""
-    return f"supervisor: running (pid {info.get('pid')}{beat}); {waiting} queued"
+    return f"supervisor: running (pid {info.get('pid')}{beat}); {waiting} queued{also}"
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -39,6 +39,10 @@ class Price(BaseModel):
     """USD per million completion tokens."""
 
 
+AgentBackend = Literal["openai", "claude", "codex", "aider", "command"]
+CLI_BACKENDS = ("claude", "codex", "aider", "command")
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -133,17 +137,43 @@ class Settings(BaseModel):
     """Network for the agent's commands under bubblewrap: `on` (package installs work; pushes are still
     refused by read-only refs), `off` (a network namespace with only its own loopback). tilth's own model
     calls are made outside the sandbox either way."""
-    worker_backend: Literal["openai", "command"] = "openai"
-    """Who does the worker's turns: `openai` (tilth's own tool loop over the model endpoint) or
-    `command` (any CLI coding agent, `worker_command`); the evaluator stays the `openai` one."""
+    worker_backend: AgentBackend = "openai"
+    """Who does the worker's turns: `openai` (tilth's own tool loop over the model endpoint), `claude`
+    (Claude Code), `codex` (Codex CLI), `aider`, or `command` (any CLI agent, `worker_command`)."""
+    evaluator_backend: AgentBackend = "openai"
+    """Who judges each attempt, from the same choices (a CLI evaluator runs read-only)."""
+    evaluators: list[AgentBackend] = Field(default_factory=list)
+    """An evaluator panel, e.g. `claude,openai` (env: comma-separated): each judges the same case and
+    diff in its own fresh context and `evaluator_policy` decides; replaces evaluator_backend when set."""
+    evaluator_policy: Literal["all", "majority"] = "all"
+    """How a panel decides: `all` accept, or a strict `majority` of accepts."""
     worker_command: str | None = None
     """For worker_backend = command: the agent's command line, split like a shell line; `{prompt_file}`
     becomes a file holding the prompt, which also arrives on stdin."""
+    evaluator_command: str | None = None
+    """For a `command` evaluator: as worker_command; the agent ends by printing the JSON verdict."""
+    claude_bin: str = "claude"
+    """The Claude Code binary: a path, or a name found on PATH."""
+    codex_bin: str = "codex"
+    """The Codex CLI binary: a path, or a name found on PATH."""
+    aider_bin: str = "aider"
+    """The aider binary: a path, or a name found on PATH."""
+    claude_args: str = ""
+    """Extra arguments for every Claude Code run, split like a shell line (e.g. `--model sonnet`)."""
+    codex_args: str = ""
+    """Extra arguments for every Codex run, split like a shell line (e.g. `-m gpt-5.5 -c model_provider=...`)."""
+    aider_args: str = ""
+    """Extra arguments for every aider run, split like a shell line (e.g. `--model openai/gpt-4o-mini`)."""
     agent_timeout_s: float = Field(1800.0, gt=0)
     """Wall-clock limit of one CLI agent run; it and every process it started are then killed."""
     agent_pass_env: list[str] = Field(default_factory=list)
-    """Environment variables a CLI agent gets besides the agent environment (its own key, say); their
-    values are redacted from every session file (env: comma-separated)."""
+    """Environment variables a CLI agent gets besides the agent environment and its own endpoint and key
+    variables; their values are redacted from every session file (env: comma-separated)."""
+    usage_limit_backoff_s: float = Field(300.0, ge=0)
+    """When an agent hits a usage limit without saying when it lifts: the first pause, doubled for each
+    pause in a row (a task ending starts again), up to usage_limit_backoff_max_s."""
+    usage_limit_backoff_max_s: float = Field(18000.0, ge=0)
+    """Upper bound on one pause for a usage limit (also caps a reset time an agent gives)."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
@@ -170,6 +200,14 @@ class Settings(BaseModel):
                 raise ValueError(f"secret pattern {pattern!r} is not a valid regular expression ({exc})") from None
         return patterns
 
+    def evaluator_backends(self) -> list[str]:
+        """The evaluators in force: the panel, else the one evaluator_backend."""
+        return list(self.evaluators) or [self.evaluator_backend]
+
+    def uses_model_endpoint(self) -> bool:
+        """Some role runs tilth's own `openai` loop, so base_url and worker_model are needed."""
+        return self.worker_backend == "openai" or "openai" in self.evaluator_backends()
+
     def endpoint(self, role: str) -> tuple[str, str, str]:
         """(base_url, api_key, model) for `worker` or `evaluator`, presets expanded."""
         if role == "evaluator":
@@ -181,11 +219,21 @@ class Settings(BaseModel):
         return PRESETS.get(url or "", url or ""), key or "not-needed", model or ""
 
     def require_model(self) -> None:
-        if not self.base_url:
-            raise BadInput("no model endpoint: set TILTH_BASE_URL (a URL or one of " + ", ".join(PRESETS) + ")")
-        if not self.worker_model:
-            raise BadInput("no worker model: set TILTH_WORKER_MODEL (for example gpt-4o-mini)")
-        for role in ("worker", "evaluator"):
+        """The endpoint and model of each role tilth's own loop plays are set."""
+        roles = [role for role, backend in (("worker", self.worker_backend), ("evaluator", "openai"))
+                 if backend == "openai" and (role == "worker" or "openai" in self.evaluator_backends())]
+        if roles == ["evaluator"]:
+            if not self.evaluator_base_url and not self.base_url:
+                raise BadInput("the openai evaluator has no model endpoint: set TILTH_EVALUATOR_BASE_URL or "
+                               "TILTH_BASE_URL (a URL or one of " + ", ".join(PRESETS) + ")")
+            if not self.evaluator_model and not self.worker_model:
+                raise BadInput("the openai evaluator has no model: set TILTH_EVALUATOR_MODEL (for example gpt-4o-mini)")
+        elif roles:
+            if not self.base_url:
+                raise BadInput("no model endpoint: set TILTH_BASE_URL (a URL or one of " + ", ".join(PRESETS) + ")")
+            if not self.worker_model:
+                raise BadInput("no worker model: set TILTH_WORKER_MODEL (for example gpt-4o-mini)")
+        for role in roles:
             url = self.endpoint(role)[0]
             if url in (PRESETS["openai"], PRESETS["openrouter"]) and self.endpoint(role)[1] == "not-needed":
                 variable = "TILTH_EVALUATOR_API_KEY or TILTH_API_KEY" if role == "evaluator" else "TILTH_API_KEY"
@@ -199,7 +247,7 @@ def env_name(field: str) -> str:
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env"):
+    if field in ("context_files", "agent_pass_env", "evaluators"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 
@@ -297,6 +345,10 @@ def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
         else:
             shown = repr(value) if isinstance(value, list) else str(value)
         lines.append(f"{field} = {shown}  ({sources.get(field, 'default')})")
+    panel = settings.evaluator_backends()
+    judges = f"evaluators {' + '.join(panel)} ({settings.evaluator_policy} must accept)" if len(panel) > 1 \
+        else f"evaluator {panel[0]}"
+    lines.append(f"in force: worker {settings.worker_backend}, {judges}")
     if os.environ.get(PAUSE_ENV):
         lines.append(f"WARNING: {PAUSE_ENV}={os.environ[PAUSE_ENV]} is set (a test switch): a foreground run from "
                      "this shell pauses at that point until signalled; the supervisor never passes it on")

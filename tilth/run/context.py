@@ -140,6 +140,8 @@ def prior_verdicts(history: list[LedgerEntry]) -> str:
         rows.append(f"- attempt {entry.iter}: {v.verdict} ({v.category or 'no category'}). "
                     f"Concern: {v.concern or '-'} Next step: {v.next_step or '-'}"
                     + (f" Evidence: {evidence}" if evidence else ""))
+        rows += [f"  - {member.evaluator}: {member.verdict} ({member.category or 'no category'}). "
+                 f"Concern: {member.concern or '-'} Next step: {member.next_step or '-'}" for member in v.panel]
     return "The reviewer's previous verdicts on this task:\n" + "\n".join(rows)
 
 

@@ -70,7 +70,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     if base_rev is None:
         check_checkout(repo)
     base = resolve_commit(repo, base_rev or "HEAD")
-    if backend.name == "openai" and settings.preflight:
+    if backend.name in ("openai", "agents") and settings.preflight:
         preflight(settings)
     branch = f"session/{paths.id}"
 

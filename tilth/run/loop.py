@@ -12,7 +12,8 @@ from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
-from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, WorkerJob, make_backend
+from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
+    make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings, env_name, with_session_view
 from tilth.core.diskspace import is_disk_full
@@ -21,6 +22,7 @@ from tilth.git.gitops import check_readable, describe_diff, open_worktree, stage
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, stage
+from tilth.run.pausing import Paused, wait_out
 from tilth.run.recovery import reconcile
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
@@ -30,7 +32,7 @@ from tilth.store.ledger import Case, LedgerEntry, Verdict, append_entry, read_en
 from tilth.store.lock import SessionLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret
-from tilth.store.session import SessionRecord, SessionState, load_session, save_session, set_state
+from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
 from tilth.store.summary import SummarySettings, learnings_path, write_summary
 from tilth.views.endreport import record_report
 
@@ -64,6 +66,8 @@ class Run:
     sources: Sources
     sandbox: tuple[str, ...]
     hooks: Hooks
+    paused_until: str | None = None
+    """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
@@ -149,7 +153,10 @@ def stop_after(run: Run, reason: TilthError) -> None:
 
 def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
     paths, events = run.ws.paths, run.ws.events
-    set_state(paths, state, pid=None, reason=reason or None)
+    if state == SessionState.paused:
+        pause(paths, run.paused_until, reason)
+    else:
+        set_state(paths, state, pid=None, reason=reason or None)
     events.emit("session_end", state=state.value, exit_code=exit_code, reason=reason)
     run.hooks.run("session_end", None, None, state=state.value)
     events.emit("session_report", text=record_report(paths))
@@ -178,6 +185,9 @@ def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
             lock.beat()
             if not run_task(run, task) and not run.settings.continue_after_failure:
                 break
+    except Paused as paused:
+        run.paused_until = paused.until
+        return SessionState.paused, f"{paused.reason}; the supervisor resumes it at {paused.until}"
     except StopRequested as stop:
         return SessionState.stopped, str(stop) or "stop requested"
     plan = load_current_plan(run.ws.paths.prd)
@@ -197,12 +207,18 @@ def run_task(run: Run, task: Task) -> bool:
     """True when the task ends as a commit, False when it ends as a FAILED placeholder."""
     set_status(run.ws.paths.prd, task.id, TaskStatus.in_progress)
     run.ws.events.emit("task_started", task.id)
-    entry = None
-    for attempt in range(run.settings.max_iterations_per_task):
-        if attempt:
+    entry, attempts = None, 0
+    while attempts < run.settings.max_iterations_per_task:
+        if attempts:
             run.stop.check()
         run.caps.check(task.id)
-        entry = run_iteration(run, task)
+        try:
+            entry = run_iteration(run, task)
+        except UsageLimited as limit:
+            wait_out(run.ws, run.settings, run.stop, task.id, limit)
+            run.stop.check()
+            continue
+        attempts += 1
         if entry.verdict.accepted:
             sha = commit_done(run.ws, task, entry, restage=False)
             after_task(run, task, "done", entry.iter, sha)
@@ -255,7 +271,7 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
                         ws.events, task.id, iteration, run.sandbox)
     prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
     job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
-                        history, ws.events, checks)
+                        history, ws.events, checks, run.sandbox)
     return enforce_checks(run.backend.evaluator.evaluate(job), checks)
 
 
@@ -267,10 +283,12 @@ def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> 
         history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
         prompt = learning_prompt(run.sources, task, outcome, history)
         try:
-            proposals = run.backend.learner.propose(LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events))
+            job = LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events, Path(ws.record.worktree),
+                              run.sandbox)
+            proposals = run.backend.learner.propose(job)
             append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
             ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
-        except ProviderError as exc:
+        except (ProviderError, AgentFailed, UsageLimited) as exc:
             ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
     write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
     run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import signal
+import threading
 
 from tilth.core.errors import StopRequested
 
 
 class StopFlag:
     def __init__(self) -> None:
-        self.requested = False
+        self._event = threading.Event()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
 
     def install(self) -> "StopFlag":
         signal.signal(signal.SIGTERM, self._set)
@@ -17,8 +22,13 @@ class StopFlag:
         return self
 
     def _set(self, signum: int, frame: object) -> None:
-        self.requested = True
+        self._event.set()
 
     def check(self) -> None:
         if self.requested:
+            raise StopRequested()
+
+    def sleep(self, seconds: float) -> None:
+        """Wait, unless a stop comes first (then StopRequested)."""
+        if self._event.wait(max(0.0, seconds)):
             raise StopRequested()

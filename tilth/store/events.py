@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from tilth.store.rollup import Keeper, Rollup
 
 DOCUMENTED: dict[str, str] = {}
-UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run"}
+UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run", "agent_step"}
 """Per-call bookkeeping, a dozen lines or more per iteration: written and flushed but not
 fsynced on their own (`jsonio.append_line`); the next event of any other type takes them to
 disk. Outcomes, verdicts and every `model_call` (spend) are fsynced as they are written."""

@@ -22,6 +22,8 @@ class Case(BaseModel):
     summary: str
     criteria: list[CriterionEvidence] = Field(default_factory=list)
     uncertainties: list[str] = Field(default_factory=list)
+    built_from_output: bool = False
+    """A CLI agent printed no case: this one was made by tilth from the end of its output."""
 
 
 class Verdict(BaseModel):
@@ -33,6 +35,10 @@ class Verdict(BaseModel):
     concern: str = ""
     evidence: list[str] = Field(default_factory=list)
     next_step: str = ""
+    evaluator: str | None = None
+    """Which evaluator of a panel said this (`claude`, `openai`, ...); None for a lone evaluator."""
+    panel: list[Verdict] = Field(default_factory=list)
+    """The decision of an evaluator panel carries every member's own verdict."""
 
     @property
     def accepted(self) -> bool:

@@ -110,9 +110,12 @@ class Readable:
             "scripted_step": _scripted,
             "worker_done": lambda d: None if d.get("made_case") else f"worker failed: {short(d['failed'])}"
                                      if d.get("failed") else "worker ended its turn without making a case",
-            "agent_run": lambda d: f"agent {d.get('command')}: " + (
-                f"stopped ({d['stopped']})" if d.get("stopped") else f"exit {d.get('exit_code')}")
-                + f", {d.get('duration_ms', 0) / 1000:.1f}s, case {d.get('case')}; output in {d.get('log')}",
+            "agent_run": _agent_run,
+            "agent_step": lambda d: f"{d.get('role')} {d.get('agent')} {d.get('kind')}"
+                                    + (f" {d['name']}" if d.get("name") else "") + f": {short(d.get('text'))}",
+            "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
+                                        + ("; waiting here" if d.get("in_process") else "; the supervisor resumes it"),
+            "pause_over": lambda d: "pause over; going on",
             "verdict": lambda d: f"verdict: {verdict_label(d['verdict'], d.get('category'), d.get('concern'))}",
             "commit": lambda d: None,
             "failed_commit": lambda d: None,
@@ -214,6 +217,16 @@ def _scripted(data: dict[str, Any]) -> str:
     parts += [f"ran {short(c, ARGUMENT_CHARS)} (exit {code})"
               for c, code in zip(data.get("commands") or [], data.get("exit_codes") or [])]
     return "scripted step: " + ("; ".join(parts) or "no changes")
+
+
+def _agent_run(d: dict[str, Any]) -> str:
+    ending = f"stopped ({d['stopped']})" if d.get("stopped") else f"exit {d.get('exit_code')}"
+    answer = next((f", {kind} {d[kind]}" for kind in ("case", "verdict") if d.get(kind)), "")
+    limit = f", usage limit: {short((d.get('limit') or {}).get('message'))}" if d.get("limit") else ""
+    role = f"{d['role']} " if d.get("role") and d.get("role") != "worker" else ""
+    who = d.get("command") if d.get("agent") in (None, "command") else d["agent"]
+    return (f"{role}agent {who}: {ending}, {d.get('duration_ms', 0) / 1000:.1f}s"
+            f"{answer}{limit}; output in {d.get('log')}")
 
 
 def _auto_resume(data: dict[str, Any]) -> str:

@@ -193,7 +193,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         unpriced_calls=total.unpriced_calls, wall_seconds=running_seconds(events),
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
-        reason=record.reason if record.state.value in ("stopped", "crashed") else None,
+        reason=record.reason if record.state.value in ("stopped", "crashed", "paused") else None,
     )
 
 

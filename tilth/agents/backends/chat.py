@@ -11,9 +11,12 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from tilth.agents.accounting import Meter, Usage, call_cost
+from tilth.agents.protocol import UsageLimited
+from tilth.core.clock import utc_now
 from tilth.core.config import Settings
 from tilth.core.errors import TilthError
 from tilth.store.events import EventLog, document
@@ -141,6 +144,10 @@ class ChatClient:
                 self.meter.record(self.events, self.role, self.model, task_id, iteration, usage, cost, source,
                                   latency, reply.finish_reason)
                 return reply
+            if outcome == "rate_limited" and attempt > s.max_retries:
+                resets = utc_now() + timedelta(seconds=retry_after) if retry_after else None
+                raise UsageLimited(f"the {self.role} model ({self.model}) is rate limited (HTTP 429 after {attempt} "
+                                   f"attempts): {' '.join(str(error).split())[:200]}", resets)
             if not retryable or attempt > s.max_retries:
                 detail = "an empty reply" if outcome == "empty_reply" else f"{type(error).__name__}: {error}"
                 raise ProviderError(

@@ -1,147 +1,174 @@
-"""The `command` worker: any CLI coding agent, one fresh process per iteration.
+"""CLI coding agents (Claude Code, Codex, aider, any command) as worker, evaluator and learner.
 
-`TILTH_WORKER_BACKEND=command` with `TILTH_WORKER_COMMAND='my-agent --prompt-file {prompt_file}'`
-(split like a shell line; `{prompt_file}` becomes a file holding the prompt, which also
-arrives on stdin). The process starts in the worktree, in its own process group, behind the
-same sandbox as the `bash` tool, with the agent environment (no tilth settings, no provider
-keys) plus the variables named in `TILTH_AGENT_PASS_ENV`, whose values are registered for
-redaction. `TILTH_AGENT_TIMEOUT_S` bounds the run; the whole group is killed at the end
-either way.
-
-The prompt is the fresh context every worker gets, plus how to end: print one JSON object
-with the case. It is read leniently (the last fenced JSON block, else the last bare object
-with a `summary`); an agent that prints none still gets evaluated, with a case built from
-the tail of its output that says so. A run that exits non-zero or times out is
-`AgentFailed`: a rejected iteration with the reason, never a crash of tilth. stdout and
-stderr are kept whole (redacted) under `sessions/<id>/agents/`.
+Every run is a fresh process (`agent_process.run_agent`) started as `presets.launch` says,
+behind the session's sandbox: the worktree writable for the worker, read-only for the
+evaluator and the learner, the agent's own config directory writable, nothing else. Its
+stream becomes `agent_step` events as it runs and one `model_call` event at the end (tokens
+and cost from the agent's own report, else the price table), so status, the report and the
+spend cap count it. A run that crashes, exits non-zero or times out raises `AgentFailed` (a
+rejected iteration); one that ends on a usage limit raises `UsageLimited` (the session pauses).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shlex
-import subprocess
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
 
-import orjson
-from pydantic import ValidationError
-
-from tilth.agents.protocol import AgentFailed, WorkerJob
-from tilth.agents.tools.shell import agent_env, kill_group, wait_for_exit
+from tilth.agents.accounting import Meter, Usage, call_cost
+from tilth.agents.backends.agent_process import Finished, run_agent
+from tilth.agents.backends.agent_stream import AgentReport, StreamReader, cut
+from tilth.agents.backends.answers import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case, parse_case,
+                                           parse_verdict, verdict_problem)
+from tilth.agents.backends.presets import binary, check_command, launch
+from tilth.agents.protocol import AgentFailed, EvaluationJob, LearningJob, UsageLimited, WorkerJob
+from tilth.agents.sandbox import amend
 from tilth.core.config import Settings
-from tilth.store.events import document
-from tilth.store.jsonio import write_atomic
-from tilth.store.ledger import Case
-from tilth.store.redaction import register_secret
+from tilth.store.events import EventLog, document
+from tilth.store.learnings import parse_proposals
+from tilth.store.ledger import Case, Verdict
 
-document({"agent_run": "a CLI agent ran one iteration; data: role, command, exit_code, stopped (timeout|too much "
-                       "output|null), duration_ms, stdout_bytes, stderr_bytes, case (parsed|built|none), log"})
+document({
+    "agent_run": "a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
+                 "duration_ms, stdout_bytes, stderr_bytes, case or verdict (parsed|built|none), session (the agent's "
+                 "own session id), error, limit (a usage limit it hit), log",
+    "agent_step": "one thing a CLI agent did while it ran; data: role, agent, kind (message|tool_use|tool_result|"
+                  "command|file_change|error|retry|init), name, text (cut short; the whole stream is under agents/)",
+})
 
-ENDING = (
-    "\n\nWhen you have finished (or cannot go further), end your reply by printing exactly one JSON object, "
-    "in a ```json fenced block, with your case: "
-    '{"summary": "...", "criteria": [{"criterion": "<each acceptance criterion>", "evidence": "<what shows it '
-    'is met: commands run and their output, files and lines>"}], "uncertainties": ["..."]}. '
-    "Leave your changes uncommitted."
-)
-FENCED = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
-TAIL_CHARS = 2000
-SCAN_BYTES = 256 * 1024
-MAX_CANDIDATES = 200
+Answer = TypeVar("Answer")
+ROLE_FOR_ACCOUNTING = {"worker": "worker", "evaluator": "evaluator", "learner": "self_improvement"}
+LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "aider": "aider", "command": "a command"}
 
 
-def parse_case(output: str) -> Case | None:
-    """The last fenced JSON block that is a case, else the last bare JSON object with a summary."""
-    text = output[-SCAN_BYTES:]
-    for block in reversed(FENCED.findall(text)):
-        if (case := _case(block.strip())) is not None:
-            return case
-    decoder = json.JSONDecoder()
-    for start in [m.start() for m in re.finditer(r"\{", text)][::-1][:MAX_CANDIDATES]:
-        try:
-            candidate, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            continue
-        if isinstance(candidate, dict) and "summary" in candidate and (case := _case(candidate)) is not None:
-            return case
-    return None
+@dataclass(frozen=True)
+class Where:
+    """One run's place: which task and attempt, the worktree, the journal, the sandbox."""
+
+    task_id: str
+    iteration: int
+    worktree: Path
+    events: EventLog
+    sandbox: tuple[str, ...]
 
 
-def _case(raw: str | dict) -> Case | None:
-    try:
-        return Case.model_validate(orjson.loads(raw) if isinstance(raw, str) else raw)
-    except (orjson.JSONDecodeError, ValidationError):
-        return None
+class CliAgent:
+    def __init__(self, name: str, settings: Settings, meter: Meter, role: str = "worker"):
+        self.name, self.settings, self.meter = name, settings, meter
+        if name == "command":
+            check_command(role, settings)
+        else:
+            binary(name, settings)
 
-
-def built_case(output: str) -> Case:
-    tail = output[-TAIL_CHARS:].strip() or "(no output)"
-    return Case(summary=f"(The agent printed no case; this is the end of its output.)\n{tail}",
-                uncertainties=["no case could be parsed from the agent's output"])
-
-
-class CommandWorker:
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.argv = shlex.split(settings.worker_command or "")
-
-    def work(self, job: WorkerJob) -> Case | None:
-        logs = job.events.path.parent / "agents"
-        stem = f"{job.task.id}-{job.iteration}-worker"
+    def run(self, role: str, prompt: str, at: Where, parse: Callable[[str], Answer | None],
+            attempt: str = "") -> tuple[Answer | None, str]:
+        """The parsed answer (or None) and the text it was read from."""
+        stem = f"{at.task_id}-{at.iteration}-{role}-{self.name}{attempt}"
         with tempfile.TemporaryDirectory(prefix="tilth-agent-") as scratch:
             prompt_file = Path(scratch) / "prompt.md"
-            prompt_file.write_text(job.prompt + ENDING)
-            argv = [part.replace("{prompt_file}", str(prompt_file)) for part in self.argv]
-            # The sandbox's /tmp is private: the prompt file is bound in read-only at the same path.
-            wrapper = _with_file(list(job.sandbox), prompt_file)
-            code, stopped, out, err, took = self._run(wrapper + argv, job.worktree, prompt_file)
-        write_atomic(logs / f"{stem}.stdout", out.encode())
-        write_atomic(logs / f"{stem}.stderr", err.encode())
-        case = parse_case(out) if not stopped and code == 0 else None
-        job.events.emit("agent_run", job.task.id, job.iteration, role="worker", command=self.argv[0],
-                        exit_code=code, stopped=stopped, duration_ms=took, stdout_bytes=len(out),
-                        stderr_bytes=len(err), case="parsed" if case else "none" if stopped or code else "built",
-                        log=f"agents/{stem}.stdout")
-        if stopped:
-            limit = f"{self.settings.agent_timeout_s:g} s" if stopped == "timeout" else "the output limit"
-            raise AgentFailed(f"the agent {self.argv[0]} was stopped ({stopped}, {limit}); it and every "
-                              "process it started were killed")
-        if code != 0:
-            tail = " ".join((err or out)[-300:].split())
-            raise AgentFailed(f"the agent {self.argv[0]} exited with code {code}" + (f": {tail}" if tail else ""))
-        return case or built_case(out)
-
-    def _run(self, argv: list[str], cwd: Path, prompt_file: Path) -> tuple[int, str | None, str, str, int]:
-        env = agent_env()
-        for name in self.settings.agent_pass_env:
-            if name in os.environ:
-                env[name] = os.environ[name]
-                register_secret(os.environ[name])
-        started = time.monotonic()
-        with open(prompt_file, "rb") as stdin, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            prompt_file.write_text(prompt)
+            spec = launch(self.name, role, self.settings, prompt_file, sandboxed=bool(at.sandbox))
+            wrapper = amend(at.sandbox, at.worktree, read_only=role != "worker", writable=spec.writable,
+                            readable=[prompt_file] if spec.prompt_argument else [])
+            on_line = None if spec.reader is None else self._stepper(role, at, spec.reader)
             try:
-                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out, stderr=err,
-                                        start_new_session=True)
+                done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
+                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), self.settings.agent_timeout_s, at.events.path.parent / "agents", stem, on_line)
             except OSError as exc:
-                raise AgentFailed(f"could not start the agent {argv[0]}: {exc.strerror}") from None
+                raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
+        report = spec.reader.report() if spec.reader is not None else spec.finish(done.stdout, done.stderr, done.exit_code)
+        if self.name != "command":
+            self._account(role, at, report, spec.model, done)
+        text = report.final_text if report.final_text is not None else (done.stdout if spec.reader is None else "")
+        failure = self._failure(report, done)
+        answer = parse(text) if failure is None and report.limit is None else None
+        kind = "case" if role == "worker" else "verdict" if role == "evaluator" else "answer"
+        at.events.emit("agent_run", at.task_id, at.iteration, role=role, agent=self.name, command=spec.argv[0],
+                       exit_code=done.exit_code, stopped=done.stopped, duration_ms=done.duration_ms,
+                       stdout_bytes=done.stdout_bytes, stderr_bytes=len(done.stderr),
+                       **{kind: "parsed" if answer is not None else "none" if failure or report.limit else "built"},
+                       session=report.session_id, error=report.error, log=f"agents/{stem}.stdout",
+                       limit=None if report.limit is None else {
+                           "message": report.limit.message,
+                           "resets_at": report.limit.resets_at.isoformat() if report.limit.resets_at else None})
+        if report.limit is not None:
+            raise UsageLimited(f"{self.name}: {report.limit.message}", report.limit.resets_at)
+        if failure is not None:
+            raise AgentFailed(failure)
+        return answer, text
+
+    def _stepper(self, role: str, at: Where, reader: StreamReader) -> Callable[[dict], None]:
+        def on_line(event: dict) -> None:
+            for step in reader.feed(event):
+                at.events.emit("agent_step", at.task_id, at.iteration, role=role, agent=self.name, kind=step.kind,
+                               name=step.name, text=step.text)
+        return on_line
+
+    def _failure(self, report: AgentReport, done: Finished) -> str | None:
+        who = f"the {self.name} agent"
+        if done.stopped:
+            limit = f"{self.settings.agent_timeout_s:g} s" if done.stopped == "timeout" else "the output limit"
+            return f"{who} was stopped ({done.stopped}, {limit}); it and every process it started were killed"
+        if done.exit_code != 0 or report.is_error:
+            said = report.error or (done.stderr or done.stdout)[-300:]
+            return f"{who} exited with code {done.exit_code}" + (f": {cut(said, 300)}" if said.strip() else "")
+        return None
+
+    def _account(self, role: str, at: Where, report: AgentReport, model: str | None, done: Finished) -> None:
+        usage = Usage.model_validate({"prompt_tokens": report.prompt_tokens, "completion_tokens": report.completion_tokens,
+                                      "cost": report.cost_usd})
+        name = report.model or model or self.name
+        cost, source = call_cost(self.settings, name, usage)
+        reason = "usage_limit" if report.limit else "error" if report.is_error else done.stopped or "end"
+        self.meter.record(at.events, ROLE_FOR_ACCOUNTING[role], name, at.task_id, at.iteration, usage, cost, source,
+                          done.duration_ms, reason)
+
+
+class CliWorker:
+    def __init__(self, name: str, settings: Settings, meter: Meter):
+        self.agent = CliAgent(name, settings, meter)
+
+    def work(self, job: WorkerJob) -> Case | None:
+        at = Where(job.task.id, job.iteration, job.worktree, job.events, job.sandbox)
+        case, text = self.agent.run("worker", job.prompt + WORKER_ENDING, at, parse_case)
+        return case or built_case(text)
+
+
+class CliEvaluator:
+    """A read-only CLI agent judging the case; an unreadable verdict gets one retry with the reason."""
+
+    def __init__(self, name: str, settings: Settings, meter: Meter):
+        self.agent = CliAgent(name, settings, meter, "evaluator")
+        self.settings = settings
+
+    def evaluate(self, job: EvaluationJob) -> Verdict:
+        at = Where(job.task.id, job.iteration, job.worktree, job.events, job.sandbox)
+        prompt, problem = job.prompt + EVALUATOR_ENDING, ""
+        for attempt in range(1 + min(1, self.settings.verdict_retries)):
             try:
-                stopped = wait_for_exit(proc, out, self.settings.agent_timeout_s)
-            finally:
-                kill_group(proc.pid)
-                code = proc.wait()
-            out.seek(0)
-            err.seek(0)
-            text, errors = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-        return code, stopped, text, errors, int((time.monotonic() - started) * 1000)
+                verdict, text = self.agent.run("evaluator", prompt, at, parse_verdict, "-retry" if attempt else "")
+            except AgentFailed as exc:
+                return Verdict(verdict="reject", category="agent_failed", concern=f"The evaluator failed: {exc}",
+                               next_step="Nothing to change for this; the evaluation runs again on the next attempt.")
+            if verdict is not None:
+                return verdict.model_copy(update={"evaluator": None, "panel": []})
+            problem = verdict_problem(text)
+            prompt = (job.prompt + EVALUATOR_ENDING + f"\n\nYour previous answer could not be read: {problem}. "
+                      "Answer again, ending with the one JSON verdict in a ```json block.")
+        return Verdict(verdict="reject", category="parse_failed", concern=f"The verdict could not be parsed: {problem}",
+                       next_step="Re-run the evaluation.")
 
 
-def _with_file(wrapper: list[str], path: Path) -> list[str]:
-    """The sandbox argv with `path` bound read-only, inserted before its final options."""
-    if not wrapper:
-        return wrapper
-    at = wrapper.index("--die-with-parent") if "--die-with-parent" in wrapper else len(wrapper)
-    return wrapper[:at] + ["--ro-bind", str(path), str(path)] + wrapper[at:]
+class CliLearner:
+    def __init__(self, name: str, settings: Settings, meter: Meter):
+        self.agent = CliAgent(name, settings, meter)
+
+    def propose(self, job: LearningJob) -> list[str]:
+        if job.worktree is None:
+            return []
+        at = Where(job.task.id, job.iterations, job.worktree, job.events, job.sandbox)
+        _, text = self.agent.run("learner", job.prompt + LEARNER_ENDING, at, lambda _: None)
+        return parse_proposals(text)
+

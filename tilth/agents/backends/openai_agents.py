@@ -10,7 +10,7 @@ from tilth.agents.accounting import Meter
 from tilth.agents.backends.chat import ChatClient, ModelReply
 from tilth.agents.backends.tool_specs import EVALUATOR_TOOLS, WORKER_TOOLS
 from tilth.agents.backends.toolbox import Toolbox, parse_arguments
-from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob
+from tilth.agents.protocol import EvaluationJob, LearningJob, WorkerJob
 from tilth.core.config import Settings
 from tilth.core.errors import ToolError
 from tilth.store.learnings import parse_proposals
@@ -127,13 +127,3 @@ class OpenAILearner:
         chat = ChatClient("self_improvement", self.settings, self.meter, job.events)
         reply = chat.complete([{"role": "user", "content": job.prompt}], [], job.task.id, job.iterations)
         return parse_proposals(reply.content)
-
-
-def openai_backend(settings: Settings, meter: Meter) -> Backend:
-    settings.require_model()
-    worker_url, _, worker_model = settings.endpoint("worker")
-    _, _, evaluator_model = settings.endpoint("evaluator")
-    label = f"openai-compatible at {worker_url} (worker {worker_model}, evaluator {evaluator_model})"
-    return Backend("openai", label, OpenAIWorker(settings, meter), OpenAIEvaluator(settings, meter),
-                   OpenAILearner(settings, meter))
-

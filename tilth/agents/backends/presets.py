@@ -1,0 +1,184 @@
+"""How each CLI agent is started: its command line per role, the environment it is given, the
+config directory it may write, and the reader for its output. Flags are those of Claude Code
+2.1.330, Codex CLI 0.169.0 and aider 0.86.2, checked against their `--help` and real runs
+(docs/cli-agents.md).
+
+Roles: the `worker` edits the worktree; the `evaluator` and the `learner` only read it (the
+sandbox mounts the worktree read-only for them; unconfined, the agent's own read-only mode).
+
+Environment: the agent environment (no tilth settings, no provider keys), plus the agent's own
+endpoint and key variables by its own conventions, plus `agent_pass_env`. The values of those
+named like a secret (`*KEY*`, `*TOKEN*`, ...) and of every `agent_pass_env` variable are
+registered for redaction, so a key an agent echoes never reaches a session file.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from tilth.agents.backends.agent_stream import AgentReport, StreamReader
+from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, AIDER_ENV
+from tilth.agents.tools.shell import agent_env
+from tilth.core.config import Settings
+from tilth.core.errors import BadInput
+from tilth.store.redaction import register_secret
+
+PASSED = {
+    "claude": ("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR", "API_TIMEOUT_MS", "DISABLE_", "MAX_THINKING_TOKENS"),
+    "codex": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_"),
+    "aider": AIDER_ENV,
+    "command": (),
+}
+"""Variables (or prefixes, ending in `_`) each agent gets from tilth's environment."""
+QUIET = {
+    "claude": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
+               "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"},
+    "aider": AIDER_DEFAULT_ENV,
+}
+"""Defaults that stop an agent phoning home or updating itself mid-run; the user's own values win."""
+PERMISSION_FLAGS = ("--dangerously-skip-permissions", "--permission-mode", "--allow-dangerously-skip-permissions")
+
+
+@dataclass
+class Launch:
+    """Everything needed to start one run."""
+
+    argv: list[str]
+    env: dict[str, str]
+    writable: list[Path] = field(default_factory=list)
+    """The agent's own config/auth directories, bound writable inside the sandbox."""
+    reader: StreamReader | None = None
+    """Reads its JSON stdout live; None: plain output, read at the end by `finish`."""
+    finish: Callable[[str, str, int], AgentReport] | None = None
+    model: str | None = None
+    """The model named on its command line, for the price table when the agent reports no cost."""
+    prompt_argument: bool = False
+    """The prompt goes in a file named on the command line (bound read-only in the sandbox)."""
+    stdin_is_prompt: bool = True
+    """The prompt also arrives on stdin; else stdin is /dev/null (aider would read it as a chat)."""
+
+
+def binary(name: str, settings: Settings) -> str:
+    """The agent's binary, found now; a one-line BadInput naming the setting when it is not."""
+    configured = getattr(settings, f"{name}_bin")
+    found = shutil.which(configured)
+    if found is None:
+        install = {"claude": "npm install -g @anthropic-ai/claude-code", "codex": "npm install -g @openai/codex",
+                   "aider": "pip install aider-chat"}[name]
+        raise BadInput(f"the {name} agent binary {configured!r} is not found (not on PATH, or not executable): "
+                       f"install it ({install}) or set TILTH_{name.upper()}_BIN to its path")
+    return found
+
+
+def launch(name: str, role: str, settings: Settings, prompt_file: Path, sandboxed: bool) -> Launch:
+    env = _environment(name, settings, sandboxed)
+    if name == "claude":
+        return _claude(role, settings, env, sandboxed)
+    if name == "codex":
+        return _codex(role, settings, env, sandboxed)
+    if name == "aider":
+        return _aider(role, settings, env, prompt_file)
+    return _command(role, settings, env, prompt_file)
+
+
+def _environment(name: str, settings: Settings, sandboxed: bool) -> dict[str, str]:
+    env = agent_env()
+    wanted = PASSED[name]
+    for key, value in os.environ.items():
+        if key.startswith(wanted) or key in wanted or key in settings.agent_pass_env:
+            env[key] = value
+            if _secret_name(key) or key in settings.agent_pass_env:
+                register_secret(value)
+    for key, value in QUIET.get(name, {}).items():
+        env.setdefault(key, value)
+    if name == "claude" and sandboxed:
+        env["IS_SANDBOX"] = "1"  # Claude Code as root bypasses permissions only when told it is sandboxed
+    return env
+
+
+def _secret_name(key: str) -> bool:
+    return any(word in key for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))
+
+
+def _config_dir(env: dict[str, str], variable: str, default: str) -> Path:
+    """The agent's config directory (its own variable, else its default under HOME), made to exist."""
+    directory = Path(env.get(variable) or Path.home() / default)
+    directory.mkdir(parents=True, exist_ok=True)
+    env[variable] = str(directory)
+    return directory
+
+
+def _claude(role: str, settings: Settings, env: dict[str, str], sandboxed: bool) -> Launch:
+    from tilth.agents.backends.claude_stream import ClaudeStream
+
+    argv = [binary("claude", settings), "-p", "--output-format", "stream-json", "--verbose",
+            "--no-session-persistence"]
+    user = shlex.split(settings.claude_args)
+    if not any(flag in user for flag in PERMISSION_FLAGS):
+        if sandboxed:
+            argv.append("--dangerously-skip-permissions")
+        elif role == "worker":
+            argv += ["--permission-mode", "acceptEdits"]
+    if role != "worker" and "--tools" not in user:
+        argv += ["--tools", "Bash,Read" if sandboxed else "Read"]
+    directory = _config_dir(env, "CLAUDE_CONFIG_DIR", ".claude")
+    return Launch(argv + user, env, [directory], ClaudeStream(), model=_flag(user, "--model"))
+
+
+def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool) -> Launch:
+    from tilth.agents.backends.codex_stream import CodexStream
+
+    argv = [binary("codex", settings), "exec", "--json", "--ephemeral", "--skip-git-repo-check",
+            "-c", "analytics.enabled=false"]
+    if sandboxed:
+        argv.append("--dangerously-bypass-approvals-and-sandbox")  # tilth's sandbox is the confinement
+    else:
+        argv += ["--sandbox", "workspace-write" if role == "worker" else "read-only"]
+    user = shlex.split(settings.codex_args)
+    directory = _config_dir(env, "CODEX_HOME", ".codex")
+    model = _flag(user, "-m") or _flag(user, "--model")
+    return Launch(argv + user + ["-"], env, [directory], CodexStream(), model=model)
+
+
+def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path) -> Launch:
+    from tilth.agents.backends.aider_cli import aider_argv, read_aider_output
+
+    user = shlex.split(settings.aider_args)
+    argv = aider_argv(binary("aider", settings), str(prompt_file), user, read_only=role != "worker")
+    state = Path.home() / ".aider"  # its analytics id and caches, written at every start
+    state.mkdir(exist_ok=True)
+    return Launch(argv, env, [state], finish=read_aider_output, model=_flag(user, "--model"), prompt_argument=True,
+                  stdin_is_prompt=False)
+
+
+def _command(role: str, settings: Settings, env: dict[str, str], prompt_file: Path) -> Launch:
+    line = settings.evaluator_command if role == "evaluator" else settings.worker_command
+    argv = [part.replace("{prompt_file}", str(prompt_file)) for part in shlex.split(line or "")]
+    return Launch(argv, env, finish=_plain, prompt_argument=True)
+
+
+def _plain(stdout: str, stderr: str, exit_code: int) -> AgentReport:
+    return AgentReport(final_text=stdout, is_error=exit_code != 0)
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def check_command(role: str, settings: Settings) -> None:
+    """A `command` agent needs its command line."""
+    line = settings.worker_command if role == "worker" else settings.evaluator_command
+    if not line or not shlex.split(line):
+        variable = "TILTH_WORKER_COMMAND" if role == "worker" else "TILTH_EVALUATOR_COMMAND"
+        raise BadInput(f"{role} backend = command needs the agent's command line: set {variable} "
+                       "(for example 'my-agent --prompt-file {prompt_file}')")
