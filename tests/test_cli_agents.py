@@ -368,3 +368,32 @@ def test_aider_works_and_the_openai_evaluator_judges(sandbox, fake, model_env):
     assert worker["prompt_tokens"] == 900 and worker["completion_tokens"] == 40
     assert worker["cost_usd"] == pytest.approx(900 * 2e-6 + 40 * 1e-5, rel=0.05) and worker["cost_source"] == "provider"
     assert not (sandbox.worktree("ai") / ".aider.chat.history.md").exists()
+
+
+def test_a_supervisor_without_the_agents_key_is_refused_before_the_session_is_handed_over(sandbox, daemon):
+    start_supervisor(sandbox)  # from an environment without ANTHROPIC_API_KEY
+    env = {"TILTH_WORKER_BACKEND": "claude", "TILTH_EVALUATOR_BACKEND": "claude", "TILTH_CLAUDE_BIN": "/bin/true",
+           "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    prd = sandbox.write_json("k.json", [task("T-1")])
+    result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "k", env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "was started without ANTHROPIC_API_KEY, which this session needs" in result.stderr
+    assert "config.toml" not in result.stderr and not sandbox.session_dir("k").exists()
+    # A foreground session records which credential it started with (by name, never the value):
+    # a run without it stops at once and says where it is missing.
+    foreground = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "f", "--foreground",
+                               env={**env, "TILTH_CLAUDE_BIN": "/bin/false"})
+    record = json.loads((sandbox.session_dir("f") / "session.json").read_text())
+    assert record["keys"] == ["ANTHROPIC_API_KEY"] and ANTHROPIC_KEY not in json.dumps(record), foreground.stdout
+    again = sandbox.tilth("resume", "f", "--foreground", env={"TILTH_CLAUDE_BIN": "/bin/false"})
+    assert again.returncode == 2
+    assert "was started with ANTHROPIC_API_KEY, which this process does not have" in again.stderr
+    assert "set it in the supervisor's environment" in again.stderr
+
+
+def test_a_cli_agent_cut_off_the_network_is_refused_at_start(sandbox):
+    env = {"TILTH_WORKER_BACKEND": "codex", "TILTH_EVALUATOR_BACKEND": "codex", "TILTH_CODEX_BIN": "/bin/true",
+           "TILTH_AGENT_NETWORK": "off"}
+    result = start(sandbox, "offline", env)
+    assert result.returncode == 2 and "would cut codex off its own model endpoint" in result.stderr, result.stderr
+    assert not sandbox.session_dir("offline").exists()

@@ -127,6 +127,10 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
     from tilth.agents.backends.panel import Panel
 
     settings.require_model()
+    online = sorted({settings.worker_backend, *settings.evaluator_backends()} & {"claude", "codex", "aider"})
+    if online and settings.agent_network == "off":
+        raise BadInput(f"agent_network = off would cut {' and '.join(online)} off its own model endpoint (it runs "
+                       "inside the sandbox): set TILTH_AGENT_NETWORK=on")
 
     def evaluator(name: str) -> Evaluator:
         return OpenAIEvaluator(settings, meter) if name == "openai" else CliEvaluator(name, settings, meter)

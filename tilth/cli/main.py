@@ -84,8 +84,9 @@ def supervisor_sees_keys(home: Path, settings: Settings) -> None:
     missing = missing_keys(info, keys_in_use(settings))
     if missing:
         names = " and ".join(missing)
+        where = f"put it in {home / 'config.toml'}, or " if all(n.startswith("TILTH_") for n in missing) else ""
         raise BadInput(f"the running supervisor (pid {info.get('pid')}) was started without {names}, which this "
-                       f"session needs and which is never written to disk: put it in {home / 'config.toml'}, or "
+                       f"session needs and which is never written to disk: {where}"
                        "`tilth daemon stop` and start again from this shell")
     for line in environment_differences(info):
         say(line)

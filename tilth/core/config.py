@@ -298,9 +298,31 @@ def session_view(settings: Settings) -> dict[str, object]:
     return settings.model_dump(mode="json", include=set(travelling_fields()))
 
 
+AGENT_KEY_VARIABLES = {
+    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+    "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
+    "aider": ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"),
+}
+"""The credentials each CLI agent reads from its environment (a login on disk needs none)."""
+
+
+def agent_key_variables(settings: Settings) -> list[str]:
+    """The credential variables of the CLI agents in use, plus `agent_pass_env` (for `command`)."""
+    backends = {settings.worker_backend, *settings.evaluator_backends()}
+    names = {name for backend in backends for name in AGENT_KEY_VARIABLES.get(backend, ())}
+    return sorted(names | set(settings.agent_pass_env))
+
+
 def keys_in_use(settings: Settings) -> list[str]:
-    """The key settings a session started with (by name only), so a runner without them can say so."""
-    return [field for field in SECRET_FIELDS if getattr(settings, field)]
+    """The keys a session started with, by name only, so a runner without them can say so: key
+    settings (`api_key`) and the CLI agents' credential variables (`ANTHROPIC_API_KEY`) set here."""
+    return [field for field in SECRET_FIELDS if getattr(settings, field)] + \
+        [name for name in agent_key_variables(settings) if os.environ.get(name)]
+
+
+def key_variable(key: str) -> str:
+    """The environment variable that gives a recorded key: `TILTH_API_KEY` for `api_key`."""
+    return env_name(key) if key in SECRET_FIELDS else key
 
 
 def with_session_view(settings: Settings, recorded: dict[str, object]) -> Settings:

@@ -59,11 +59,13 @@ class DaemonLock(HeldLock):
 def environment_view() -> dict[str, str]:
     """The supervisor's TILTH_* environment as `tilth config` compares it with a shell's: values,
     except keys, which appear only as a short one-way fingerprint."""
-    from tilth.core.config import SECRET_FIELDS, env_name, fingerprint
+    from tilth.core.config import AGENT_KEY_VARIABLES, SECRET_FIELDS, env_name, fingerprint
 
     secret = {env_name(field) for field in SECRET_FIELDS}
-    return {name: (f"key {fingerprint(value)}" if name in secret else value)
+    agents = {name for names in AGENT_KEY_VARIABLES.values() for name in names}
+    view = {name: (f"key {fingerprint(value)}" if name in secret else value)
             for name, value in sorted(os.environ.items()) if name.startswith("TILTH_")}
+    return view | {name: f"key {fingerprint(os.environ[name])}" for name in sorted(agents) if os.environ.get(name)}
 
 
 def environment_differences(supervisor: dict) -> list[str]:
@@ -92,12 +94,12 @@ def _shown(name: str, view: dict[str, str]) -> str:
 
 
 def missing_keys(supervisor: dict, needed: list[str]) -> list[str]:
-    """The key variables (`TILTH_API_KEY`, ...) this shell sets and a session needs, but the
+    """The key variables (`TILTH_API_KEY`, `ANTHROPIC_API_KEY`, ...) this shell sets and a session needs, but the
     running supervisor's environment lacks (keys never travel with a session)."""
-    from tilth.core.config import env_name
+    from tilth.core.config import key_variable
 
     theirs = supervisor.get("environment") or {}
-    return [env_name(field) for field in needed if env_name(field) in os.environ and env_name(field) not in theirs]
+    return [key_variable(key) for key in needed if key_variable(key) in os.environ and key_variable(key) not in theirs]
 
 
 def holder(home: Path) -> dict | None:

@@ -15,7 +15,7 @@ from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
     make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
-from tilth.core.config import DEFAULT_SECRET_PATTERNS, Settings, env_name, with_session_view
+from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings, key_variable, with_session_view
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
@@ -115,11 +115,13 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
     """The session's recorded settings over this process's; the keys it started with must be here."""
     record = load_session(paths)
     resolved = with_session_view(settings, record.settings)
-    missing = [env_name(field) for field in record.keys if not getattr(resolved, field)]
+    missing = [key_variable(key) for key in record.keys
+               if not (getattr(resolved, key) if key in SECRET_FIELDS else os.environ.get(key))]
     if missing:
+        where = f"put it in {paths.home / 'config.toml'} or in the supervisor's environment" \
+            if all(name.startswith("TILTH_") for name in missing) else "set it in the supervisor's environment"
         raise BadInput(f"session {paths.id} was started with {' and '.join(missing)}, which this process does not "
-                       f"have (keys are never written to disk): put it in {paths.home / 'config.toml'} or in the "
-                       f"supervisor's environment, then `tilth resume {paths.id}`")
+                       f"have (keys are never written to disk): {where}, then `tilth resume {paths.id}`")
     return resolved
 
 
