@@ -91,7 +91,7 @@ def test_an_agent_without_a_case_is_still_evaluated_with_a_case_built_from_its_o
     assert result.returncode == 0, result.stdout + result.stderr
     case = sandbox.ledger("no-case", "T-1")[0]["case"]
     assert case["summary"].startswith("(The agent printed no case; this is the end of its output.)")
-    assert "All finished, I think." in case["summary"] and case["uncertainties"]
+    assert "All finished, I think." in case["summary"] and case["uncertainties"] and case["built_from_output"] is True
 
 
 def test_a_hung_agent_is_killed_with_everything_it_started(sandbox, fake, model_env):

@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
+
+
+def _without_defaults(data: dict, **defaults: object) -> dict:
+    """Ledger lines carry the panel and CLI fields only when they say something."""
+    return {k: v for k, v in data.items() if k not in defaults or v != defaults[k]}
 
 
 class CriterionEvidence(BaseModel):
@@ -25,6 +30,10 @@ class Case(BaseModel):
     built_from_output: bool = False
     """A CLI agent printed no case: this one was made by tilth from the end of its output."""
 
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict:
+        return _without_defaults(handler(self), built_from_output=False)
+
 
 class Verdict(BaseModel):
     """The evaluator's decision; only `accept` lets a task become a commit."""
@@ -39,6 +48,10 @@ class Verdict(BaseModel):
     """Which evaluator of a panel said this (`claude`, `openai`, ...); None for a lone evaluator."""
     panel: list[Verdict] = Field(default_factory=list)
     """The decision of an evaluator panel carries every member's own verdict."""
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict:
+        return _without_defaults(handler(self), evaluator=None, panel=[])
 
     @property
     def accepted(self) -> bool:
