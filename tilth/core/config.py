@@ -174,6 +174,11 @@ class Settings(BaseModel):
     pause in a row (a task ending starts again), up to usage_limit_backoff_max_s."""
     usage_limit_backoff_max_s: float = Field(18000.0, ge=0)
     """Upper bound on one pause for a usage limit (also caps a reset time an agent gives)."""
+    notify: list[str] = Field(default_factory=list)
+    """Where to tell a person that a session ended, a task failed or a cap tripped: apprise URLs
+    (`ntfy://`, `slack://`, `mailto://`, `json://host/path`, ...; env: comma-separated)."""
+    script_runs_keep: int = Field(500, ge=0)
+    """Script artifacts (`sessions/<id>/runs/run-<id>/`) kept per session; the oldest go first."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
@@ -247,7 +252,7 @@ def env_name(field: str) -> str:
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env", "evaluators"):
+    if field in ("context_files", "agent_pass_env", "evaluators", "notify"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 
@@ -289,8 +294,14 @@ SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attem
 """Settings of the supervisor itself; every other non-secret setting travels with a session."""
 
 
+LOCAL_FIELDS = ("notify",)
+"""Settings each process takes from its own environment and config.toml, never recorded with a
+session: notification URLs carry tokens."""
+
+
 def travelling_fields() -> list[str]:
-    return [f for f in Settings.model_fields if f not in SECRET_FIELDS and f not in SUPERVISOR_FIELDS]
+    return [f for f in Settings.model_fields if f not in SECRET_FIELDS and f not in SUPERVISOR_FIELDS
+            and f not in LOCAL_FIELDS]
 
 
 def session_view(settings: Settings) -> dict[str, object]:

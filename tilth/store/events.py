@@ -31,6 +31,8 @@ class EventLog:
         self.path = path
         self.echo = echo
         self.keeper: Keeper | None = None
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        """Called with each event once it is in the journal (the transcript, notifications)."""
 
     def keep_rollup(self) -> Rollup:
         """Make this log the writer of summary.json (the runner, under the session lock): caught
@@ -47,6 +49,8 @@ class EventLog:
         append_jsonl(self.path, event, sync=type not in UNSYNCED)
         if self.keeper is not None:
             self.keeper.appended(type)
+        for listener in self.listeners:
+            listener(event)
         if self.echo is not None:
             self.echo(event)
 

@@ -59,14 +59,14 @@ class OpenAIWorker:
                 _say(messages, reply, CUT_OFF if reply.finish_reason == "length" else NUDGE)
                 continue
             messages.append(reply.as_message())
-            for call in reply.tool_calls:
+            for index, call in enumerate(reply.tool_calls):
                 if call.name == "submit_case":
                     try:
                         return Case.model_validate(parse_arguments(call))
                     except (ToolError, ValidationError) as exc:
                         result = f"error: the case was not accepted as written: {' '.join(str(exc).split())[:500]}"
                 else:
-                    result = tools.run(call, job.task.id, job.iteration)
+                    result = tools.run(call, job.task.id, job.iteration, None if index else reply.content)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         return None
 
@@ -94,9 +94,9 @@ class OpenAIEvaluator:
             other_calls = [c for c in reply.tool_calls if c.name != "submit_verdict"]
             if other_calls and not verdict_calls:
                 messages.append(reply.as_message())
-                for call in other_calls:
-                    messages.append({"role": "tool", "tool_call_id": call.id,
-                                     "content": tools.run(call, job.task.id, job.iteration)})
+                for index, call in enumerate(other_calls):
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": tools.run(
+                        call, job.task.id, job.iteration, None if index else reply.content)})
                 continue
             try:
                 if verdict_calls:

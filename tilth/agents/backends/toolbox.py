@@ -19,7 +19,10 @@ from tilth.core.errors import ToolError
 from tilth.store.events import EventLog, document
 from tilth.store.kb import KnowledgeBase
 
-document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars"})
+document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
+                       "first RESULT_CHARS), thought (the model's text with the call, cut short; first call of a "
+                       "reply only)"})
+RESULT_CHARS = 2000
 
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
     try:
@@ -52,7 +55,7 @@ class Toolbox:
         limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
         return run_bash(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox)
 
-    def run(self, call: ToolCall, task_id: str, iteration: int) -> str:
+    def run(self, call: ToolCall, task_id: str, iteration: int, thought: str | None = None) -> str:
         ok = False
         try:
             handler = self.handlers.get(call.name)
@@ -69,5 +72,6 @@ class Toolbox:
         except TypeError as exc:
             result = f"error: bad arguments for {call.name}: {exc}"
         self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
-                         args=call.arguments[:500], result_chars=len(result))
+                         args=call.arguments[:500], result_chars=len(result), result=result[:RESULT_CHARS],
+                         thought=thought[:RESULT_CHARS] if thought else None)
         return result
