@@ -113,6 +113,9 @@ def test_claude_code_works_and_the_openai_evaluator_judges(sandbox, fake, model_
     assert calls[0]["cost_source"] == "provider" and calls[0]["cost_usd"] > 0
     steps = [e["data"] for e in of_type(sandbox, "cc", "agent_step")]
     assert any(s["kind"] == "tool_use" and s["name"] == "Write" for s in steps), steps
+    transcript = (sandbox.session_dir("cc") / "transcript.md").read_text()
+    step = next(block for block in transcript.split("### Step ") if '"tool_use": "Write"' in block)
+    assert "- thought:\n```text\nWriting it.\n```" in step and "File created successfully" in step, step
     run, learner = (e["data"] for e in of_type(sandbox, "cc", "agent_run"))
     assert learner["role"] == "learner"
     assert run["agent"] == "claude" and run["case"] == "parsed" and run["exit_code"] == 0

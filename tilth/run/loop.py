@@ -15,6 +15,7 @@ from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
     make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
+from tilth.core.clock import iso
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings, key_variable, with_session_view
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
@@ -23,6 +24,7 @@ from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, stage
 from tilth.run.pausing import Paused, wait_out
+from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
@@ -34,6 +36,7 @@ from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, s
 from tilth.store.redaction import register_patterns, register_secret
 from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
 from tilth.store.summary import SummarySettings, learnings_path, write_summary
+from tilth.store.transcript import Transcript, transcript_path
 from tilth.views.endreport import record_report
 
 document(
@@ -135,10 +138,22 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     sandbox = confine(paths, record, settings, events)
     reconcile(ws, unwind_failed=resume)
     set_state(paths, SessionState.running, pid=os.getpid())
+    record_transcript(paths, record, backend.label, events)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
                sandbox, hooks)
+
+
+def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
+    """transcript.md follows the journal from here on (a header, or a resumed-run marker)."""
+    transcript = Transcript(transcript_path(paths.dir))
+    transcript.header(record.id, iso(), backends, record.repo, record.branch)
+
+    def title_of(task_id: str) -> str:
+        return next((t.title for t in load_current_plan(paths.prd) if t.id == task_id), "")
+
+    events.listeners.append(Recorder(transcript, paths.ledger_dir, title_of))
 
 
 def stop_after(run: Run, reason: TilthError) -> None:

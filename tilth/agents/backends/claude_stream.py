@@ -17,6 +17,8 @@ and §5; the captured streams are tests/streams/claude-*.jsonl):
 
 from __future__ import annotations
 
+import json
+
 from datetime import datetime, timezone
 
 from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
@@ -109,7 +111,7 @@ class ClaudeStream:
                 steps.append(Step("message", cut(block["text"])))
             elif block.get("type") == "tool_use":
                 self._tool_names[block.get("id", "")] = block.get("name", "")
-                steps.append(Step("tool_use", cut(block.get("input")), block.get("name")))
+                steps.append(Step("tool_use", cut(json.dumps(block.get("input"), ensure_ascii=False)), block.get("name")))
         return steps
 
     def _tool_results(self, event: dict) -> list[Step]:
