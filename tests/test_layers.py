@@ -20,7 +20,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "views": {"core", "store", "git", "agents"},
     "run": {"core", "store", "git", "agents", "views"},
     "daemon": {"core", "store"},
-    "cli": {"core", "store", "git", "agents", "views", "run", "daemon"},
+    "web": {"core", "store", "git", "agents", "views"},
+    "cli": {"core", "store", "git", "agents", "views", "run", "daemon", "web"},
 }
 ENTRY_POINTS = {"__init__.py", "__main__.py"}
 
@@ -72,6 +73,11 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from tilth.cli.main import main\n    import tilth.run.loop\n")
     assert [layer_of(m) for _, m in tilth_imports(bad)] == ["cli", "run"]
     assert "cli" not in MAY_IMPORT["store"] and "run" not in MAY_IMPORT["daemon"]
+
+
+def test_only_the_cli_imports_the_dashboard() -> None:
+    assert [layer for layer, allowed in MAY_IMPORT.items() if "web" in allowed] == ["cli"]
+    assert "web" not in MAY_IMPORT["daemon"]  # `tilth daemon --serve` runs `tilth serve` as a child process
 
 
 def test_allowed_sets_are_closed_and_acyclic() -> None:

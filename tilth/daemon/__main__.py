@@ -14,8 +14,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tilth.daemon", description="the tilth supervisor")
     parser.add_argument("--rescan", type=float, default=RESCAN_S, help="seconds between safety-net rescans")
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=int, metavar="PORT", help="also run the dashboard (`tilth serve`) on this port")
     args = parser.parse_args()
-    return serve(tilth_home(), args.rescan, args.ready_fd)
+    return serve(tilth_home(), args.rescan, args.ready_fd, args.serve)
 
 
 raise SystemExit(main())

@@ -60,6 +60,29 @@ class Child:
         kill_group(self.pid)
 
 
+class Dashboard:
+    """`tilth daemon --serve`: the dashboard (`python -m tilth serve`, loopback) as the supervisor's
+    child, in its own process group, its output in the supervisor's log. It stops with the
+    supervisor, and by itself when the supervisor is gone (`--exit-with`, a kill -9 included)."""
+
+    STOP_S = 5.0
+
+    def __init__(self, home: Path, port: int):
+        argv = [sys.executable, "-m", "tilth", "serve", "--port", str(port), "--exit-with", str(os.getpid())]
+        env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=home, env=env, start_new_session=True)
+        self.pid = self.proc.pid
+
+    def stop(self) -> None:
+        """SIGTERM (open pages are closed), then SIGKILL of its group if it has not gone in STOP_S."""
+        signal_pid(self.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(self.STOP_S)
+        except subprocess.TimeoutExpired:
+            kill_group(self.pid)
+            self.proc.wait()
+
+
 def signal_pid(pid: int, sig: int) -> bool:
     try:
         os.kill(pid, sig)

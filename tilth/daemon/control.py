@@ -112,12 +112,14 @@ def running_pid(home: Path) -> int | None:
     return info.get("pid") if info else None
 
 
-def start_detached(home: Path, rescan: float | None = None, wait: bool = True) -> int:
+def start_detached(home: Path, rescan: float | None = None, wait: bool = True, serve: int | None = None) -> int:
     """Start `python -m tilth.daemon` in its own session, stdin from /dev/null, output to
-    daemon.log. With `wait`, return once it holds daemon.lock (or say why it did not)."""
+    daemon.log (with `serve`, running the dashboard on that port too). With `wait`, return once it
+    holds daemon.lock (or say why it did not)."""
     paths = DaemonPaths(home)
     home.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "tilth.daemon"] + (["--rescan", str(rescan)] if rescan else [])
+    argv += ["--serve", str(serve)] if serve is not None else []
     read_fd, write_fd = os.pipe() if wait else (None, None)
     if write_fd is not None:
         argv += ["--ready-fd", str(write_fd)]

@@ -1,8 +1,9 @@
 """The supervisor process (`tilth daemon --foreground`, `python -m tilth.daemon`): hold
-daemon.lock for life, write daemon.pid, tell the starter it is up, run the Supervisor,
-and on SIGTERM/SIGINT stop in order: no new runners, forward SIGTERM so each running
-session finishes its iteration and stops, wait for them, exit. A second signal, or the end
-of the grace period (`stop_grace_s`), kills them: a session's work never holds a stop up.
+daemon.lock for life, write daemon.pid, tell the starter it is up, run the Supervisor (with
+`--serve`, the dashboard too, as its child: `children.Dashboard`), and on SIGTERM/SIGINT stop in
+order: no new runners, forward SIGTERM so each running session finishes its iteration and
+stops, wait for them, stop the dashboard, exit. A second signal, or the end of the grace period
+(`stop_grace_s`), kills them: a session's work never holds a stop up.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from tilth.daemon.children import Dashboard
 from tilth.daemon.control import DaemonLock, DaemonPaths, running_pid
 from tilth.daemon.supervisor import RESCAN_S, Supervisor
 from tilth.store.jsonio import write_atomic
@@ -69,7 +71,7 @@ def _tell(ready_fd: int | None, message: str) -> None:
         os.close(ready_fd)
 
 
-def serve(home: Path, rescan_s: float = RESCAN_S, ready_fd: int | None = None) -> int:
+def serve(home: Path, rescan_s: float = RESCAN_S, ready_fd: int | None = None, dashboard_port: int | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     for noisy in ("apscheduler", "watchfiles"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -81,11 +83,15 @@ def serve(home: Path, rescan_s: float = RESCAN_S, ready_fd: int | None = None) -
         print(f"tilth: {lock.busy(pid)}", file=sys.stderr)
         return 2
     pid_file = DaemonPaths(home).pid
+    dashboard = None
     try:
         write_atomic(pid_file, f"{os.getpid()}\n".encode())
         signals = Signals().install()
         supervisor = Supervisor(home, lock, rescan_s, signals.nudge)
         supervisor.start()
+        if dashboard_port is not None:
+            dashboard = Dashboard(home, dashboard_port)
+            log.info("dashboard pid %d on port %d (`tilth serve`)", dashboard.pid, dashboard_port)
         _tell(ready_fd, f"ready {os.getpid()}\n")
         log.info("supervisor pid %d up for %s (rescan every %ss)", os.getpid(), home, rescan_s)
         while not signals.count:
@@ -107,6 +113,8 @@ def serve(home: Path, rescan_s: float = RESCAN_S, ready_fd: int | None = None) -
         log.info("supervisor pid %d stopped", os.getpid())
         return 0
     finally:
+        if dashboard is not None:
+            dashboard.stop()
         try:
             if pid_file.read_text().strip() == str(os.getpid()):
                 pid_file.unlink()

@@ -1,0 +1,247 @@
+"""`tilth serve`, end to end: a real `tilth serve` subprocess watched in a real browser (Debian's
+chromium through Playwright) while a real supervised session runs on the scripted backend. The
+session's first task is held in its worker step until the test releases it (tests/supervised.py),
+so the test decides when the pages must change; every wait is Playwright's own auto-waiting
+`expect`, never a sleep. Without /usr/bin/chromium the browser test skips, unless
+TILTH_REQUIRE_BROWSER=1 or CI=true, where it fails (`make browser` installs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import task
+
+CHROMIUM = Path("/usr/bin/chromium")
+REQUIRED = os.environ.get("TILTH_REQUIRE_BROWSER") == "1" or os.environ.get("CI") == "true"
+TOKEN = "s3cret-token"
+
+
+class Served:
+    """A `tilth serve` subprocess on a free port; `url` from its first line."""
+
+    def __init__(self, sandbox, *args: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "tilth", "serve", "--port", "0", *args],
+                                     env=sandbox.env, cwd=sandbox.root, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        selector = selectors.DefaultSelector()
+        selector.register(self.proc.stdout, selectors.EVENT_READ)
+        line = self.proc.stdout.readline() if selector.select(timeout=30) else ""
+        if not line.startswith("dashboard: "):
+            self.stop()
+            raise AssertionError(f"tilth serve did not come up: {line!r} {self.proc.stderr.read()!r}")
+        self.url = line.split()[1]
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
+        request = urllib.request.Request(self.url.rstrip("/") + path, headers=headers or {})
+        opener = urllib.request.build_opener(NoRedirect)
+        try:
+            with opener.open(request, timeout=10) as response:
+                return response.status, response.read().decode(), dict(response.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), dict(exc.headers)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+@pytest.fixture
+def served(sandbox):
+    servers: list[Served] = []
+
+    def start(*args: str) -> Served:
+        servers.append(Served(sandbox, *args))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if sync_playwright is None or not CHROMIUM.exists():
+        why = "playwright is not installed" if sync_playwright is None else f"no {CHROMIUM} (`make browser`)"
+        if REQUIRED:
+            pytest.fail(f"the dashboard's browser test needs a browser: {why}")
+        pytest.skip(why)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def rejected_then_accepted() -> list[dict]:
+    return [{"write": {"scripted/{task}.md": "first try\n"},
+             "case": {"summary": "wrote a first try", "criteria": [{"criterion": "exists", "evidence": "the file"}]},
+             "verdict": {"verdict": "reject", "category": "weak_test", "concern": "the <b>first</b> try is thin"}},
+            {"write": {"scripted/{task}.md": "second try, better\n"}, "case": {"summary": "covered the gaps"}}]
+
+
+def test_the_pages_follow_a_running_session_live(sandbox, daemon, served, browser, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)  # a loaded CI machine: the session itself must get there first
+    sid = "live-1"
+    sandbox.env.update(TILTH_MAX_SPEND_USD="5", TILTH_MAX_WALL_CLOCK_S="3600", TILTH_MAX_EVALUATOR_CALLS_PER_TASK="6")
+    scenario = daemon.held(sid, "T-1")
+    scenario["tasks"]["T-2"] = rejected_then_accepted()
+    daemon.start(sid, [task("T-1", "First <task>"), task("T-2")], scenario)
+    daemon.reached(sid, "T-1")
+    server = served()
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+
+    page.goto(server.url)
+    row = page.locator(f'tr[data-session="{sid}"]')
+    expect(row.locator(".state")).to_have_text("running")
+    expect(row.locator(".progress")).to_have_text("0/2")
+    page.screenshot(path=tmp_path / "sessions.png")
+
+    overview = browser.new_page()
+    overview.goto(server.url)
+    overview.evaluate("window.notReloaded = true")
+
+    page.goto(f"{server.url}s/{sid}")
+    page.evaluate("window.notReloaded = true")
+    expect(page.locator('tr[data-task="T-1"] td').nth(1)).to_have_text("First <task>")  # escaped, shown as text
+    expect(page.locator('tr[data-task="T-1"] .status')).to_have_text("in_progress")
+    expect(page.locator('tr[data-task="T-2"] .status')).to_have_text("pending")
+    expect(page.locator("#log")).to_contain_text("[T-1] started")
+    expect(page.locator('[data-meter="max_spend_usd"]')).to_have_text("spend: $0.00 of $5.00")
+    expect(page.locator('[data-meter="max_evaluator_calls_per_task"]')).to_contain_text("of 6")
+    expect(page.locator('[data-meter="max_wall_clock_s"]')).to_contain_text("of 1h00m")
+
+    daemon.release(sid, "T-1")
+    expect(page.locator('tr[data-task="T-1"] .status')).to_have_text("done")
+    expect(page.locator('tr[data-task="T-2"] .status')).to_have_text("done")
+    expect(page.locator('tr[data-task="T-2"] .iters')).to_have_text("2")
+    ledger = page.locator('[data-ledger="T-2"]')
+    expect(ledger.locator(".verdict-word")).to_have_text(["reject", "accept"])
+    expect(ledger.locator(".attempt").first).to_contain_text("weak_test")
+    expect(ledger.locator(".attempt").first).to_contain_text("the <b>first</b> try is thin")
+    expect(page.locator("#log")).to_contain_text("verdict: reject (weak_test)")
+    expect(page.locator("#head .state")).to_have_text("done")
+    expect(page.locator("#commits tr[data-commit]")).to_have_count(2)
+    assert page.evaluate("window.notReloaded") is True
+    page.screenshot(path=tmp_path / "session.png", full_page=True)
+    page.screenshot(path=tmp_path / "session-top.png")
+
+    expect(overview.locator(f'tr[data-session="{sid}"] .state')).to_have_text("done")
+    expect(overview.locator(f'tr[data-session="{sid}"] .progress')).to_have_text("2/2")
+    assert overview.evaluate("window.notReloaded") is True
+
+    page.locator("#commits tr[data-commit] a").first.click()
+    expect(page.locator("h1")).to_contain_text("commit")
+    expect(page.locator(".diff .add").filter(has_text="+held T-1")).to_be_visible()
+    expect(page.locator(".diff .file")).to_contain_text("scripted/T-1.md")
+    page.screenshot(path=tmp_path / "commit.png", full_page=True)
+    if os.environ.get("TILTH_DASHBOARD_SCREENSHOT"):  # refreshing docs/dashboard.png
+        Path(os.environ["TILTH_DASHBOARD_SCREENSHOT"]).write_bytes((tmp_path / "session-top.png").read_bytes())
+
+
+def test_unknown_sessions_and_commits_are_404_and_a_damaged_session_is_one_line(sandbox, served) -> None:
+    result = sandbox.start("ok-1", [task("T-1")])
+    assert result.returncode == 0, result.stderr
+    broken = sandbox.home / "sessions" / "broken-1"
+    broken.mkdir()
+    (broken / "session.json").write_text("{not json")
+    server = served()
+
+    status, body, _ = server.get("/")
+    assert status == 200 and 'data-session="ok-1"' in body
+    assert 'data-session="broken-1"' in body and 'class="error"' in body
+    status, listed, _ = server.get("/api/sessions")
+    assert status == 200 and {s["id"] for s in json.loads(listed)} == {"ok-1", "broken-1"}
+    assert [s["error"] for s in json.loads(listed) if s["id"] == "broken-1"][0].count("\n") == 0
+    status, body, _ = server.get("/s/broken-1")
+    assert status == 200 and 'class="error"' in body
+
+    main = subprocess.run(["git", "-C", str(sandbox.repo), "rev-parse", "main"], capture_output=True,
+                          text=True).stdout.strip()
+    mine = [c["sha"] for c in sandbox.commits("ok-1")]
+    assert server.get(f"/s/ok-1/commit/{mine[0][:10]}")[0] == 200
+    for path in ("/s/nope", "/s/ok-1/commit/" + main, "/s/ok-1/commit/zzzz", "/s/..%2F..%2Fetc",
+                 "/s/.creating-x", "/s/ok-1/commit/" + mine[0] + "%2F..", "/nothing"):
+        assert server.get(path)[0] == 404, path
+    assert server.get("/", {"Host": "evil.example"})[0] == 400  # DNS rebinding onto a loopback dashboard
+
+    broken.joinpath("session.json").unlink()  # a session dir going away while served
+    broken.rmdir()
+    status, body, _ = server.get("/")
+    assert status == 200 and "broken-1" not in body
+
+
+def test_a_non_loopback_bind_needs_a_token_and_every_request_then_carries_it(sandbox, served) -> None:
+    refused = sandbox.tilth("serve", "--host", "0.0.0.0", "--port", "0")
+    assert refused.returncode == 2
+    assert refused.stdout == "" and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "--token" in refused.stderr
+    assert not (sandbox.home / "serve.json").exists()
+
+    server = served("--host", "0.0.0.0", "--token", TOKEN)
+    assert json.loads((sandbox.home / "serve.json").read_text())["url"] == server.url
+    assert TOKEN not in (sandbox.home / "serve.json").read_text()
+    assert server.get("/")[0] == 401
+    assert server.get("/api/sessions", {"Authorization": "Bearer wrong"})[0] == 401
+    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    status, _, headers = server.get(f"/?token={TOKEN}")
+    assert status == 303 and headers["location"] == "/"
+    cookie = headers["set-cookie"].split(";")[0]
+    assert server.get("/", {"Cookie": cookie})[0] == 200
+    assert server.get("/live/sessions", {"Cookie": "tilth_token_1=" + TOKEN})[0] == 401
+
+    started = sandbox.start("with-dash", [task("T-1")])
+    assert f"dashboard: {server.url}s/with-dash" in started.stdout
+    assert server.stop() == 0
+    assert not (sandbox.home / "serve.json").exists()
+    assert "dashboard:" not in sandbox.start("without-dash", [task("T-1")]).stdout
+
+
+def test_daemon_serve_runs_the_dashboard_as_a_child_and_stops_it(sandbox, daemon) -> None:
+    started = sandbox.tilth("daemon", "--serve", "0")
+    assert started.returncode == 0, started.stderr
+    serve_json = sandbox.home / "serve.json"
+    from supervised import wait_until
+
+    wait_until(sandbox.home, serve_json.exists, "the dashboard to publish serve.json")
+    info = json.loads(serve_json.read_text())
+    with urllib.request.urlopen(info["url"] + "api/sessions", timeout=10) as response:
+        assert response.status == 200
+    assert sandbox.tilth("daemon", "stop", "--timeout", "20").returncode == 0
+    from supervised import alive
+
+    assert not serve_json.exists() and not alive(info["pid"])
+
+
+def test_help_loads_no_web_stack(tmp_path: Path) -> None:
+    for args in (["--help"], ["serve", "-h"]):
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "tilth", *args], capture_output=True,
+                                text=True, timeout=60, env={**os.environ, "TILTH_HOME": str(tmp_path)})
+        assert result.returncode == 0, result.stderr
+        modules = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line}
+        assert not {m for m in modules if m.split(".")[0] in ("starlette", "uvicorn", "anyio")}, args

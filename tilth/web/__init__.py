@@ -1,0 +1,1 @@
+"""`tilth serve`: a read-only live web dashboard of $TILTH_HOME (imported only by `cli/`)."""
