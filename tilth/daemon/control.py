@@ -59,9 +59,9 @@ class DaemonLock(HeldLock):
 def environment_view() -> dict[str, str]:
     """The supervisor's TILTH_* environment as `tilth config` compares it with a shell's: values,
     except keys, which appear only as a short one-way fingerprint."""
-    from tilth.core.config import AGENT_KEY_VARIABLES, SECRET_FIELDS, env_name, fingerprint
+    from tilth.core.config import AGENT_KEY_VARIABLES, LOCAL_FIELDS, SECRET_FIELDS, env_name, fingerprint
 
-    secret = {env_name(field) for field in SECRET_FIELDS}
+    secret = {env_name(field) for field in (*SECRET_FIELDS, *LOCAL_FIELDS)}
     agents = {name for names in AGENT_KEY_VARIABLES.values() for name in names}
     view = {name: (f"key {fingerprint(value)}" if name in secret else value)
             for name, value in sorted(os.environ.items()) if name.startswith("TILTH_")}
@@ -79,7 +79,9 @@ def environment_differences(supervisor: dict) -> list[str]:
         if theirs.get(name) == mine.get(name):
             continue
         seen = f"the supervisor (pid {pid}) has {_shown(name, theirs)}, this shell {_shown(name, mine)}"
-        if theirs.get(name, "").startswith("key ") or mine.get(name, "").startswith("key "):
+        if name == env_name("notify"):
+            why = "supervised sessions notify the supervisor's URLs"
+        elif theirs.get(name, "").startswith("key ") or mine.get(name, "").startswith("key "):
             why = "runs of supervised sessions use the supervisor's key"
         elif name in own:
             why = "the supervisor uses its own value"

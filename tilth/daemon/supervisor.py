@@ -26,6 +26,7 @@ from tilth.core.errors import BadInput
 from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, describe_exit
 from tilth.daemon.control import DaemonLock
+from tilth.daemon.notices import Notices
 from tilth.daemon.revive import look
 from tilth.daemon.watcher import Watcher
 from tilth.store.events import read_events
@@ -54,6 +55,7 @@ class Supervisor:
         self.stopping = False
         self._tick_lock = threading.Lock()
         self._settings = Settings()
+        self.notices = Notices()
         self._plans_seen: dict[str, int] = {}
         self._wakes: set[datetime] = set()
         self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
@@ -118,6 +120,8 @@ class Supervisor:
         else:
             done = transitions.mark_crashed(paths, f"runner {describe_exit(code)}; see {paths.dir}/run.log",
                                             code, also_queued=True, policy=policy, now=now)
+        if done and not child.killed:
+            self.notices.crashed(paths)
         if done:
             log.warning("session %s: marked %s (runner %s)", paths.id, "stopped" if child.killed else "crashed",
                         describe_exit(code))
@@ -132,6 +136,7 @@ class Supervisor:
             paths = session_paths(record.id, self.home)
             if transitions.mark_crashed(paths, "its runner is gone (session lock free)", None, policy=policy, now=now):
                 changed = True
+                self.notices.crashed(paths)
                 log.warning("session %s: said running but nobody held its lock; marked crashed", record.id)
         return changed
 
@@ -203,6 +208,7 @@ class Supervisor:
         """The home's settings as they are now; the previous ones when they have become unreadable."""
         try:
             self._settings = load_settings(self.home)
+            self.notices.use(self._settings.notify)
         except BadInput as exc:
             log.warning("settings unreadable (%s); keeping the previous ones", exc)
         return self._settings
@@ -234,6 +240,7 @@ class Supervisor:
         for child in children:
             child.waiter.join()
         self.tick(utc_now())
+        self.notices.drain()
 
 
 def _began(paths) -> bool:

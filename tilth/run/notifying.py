@@ -1,0 +1,118 @@
+"""The runner's notifications: an `EventLog` listener that tells the person who walked away
+(`notify`, apprise URLs) that the session ended (done, failed, stopped, paused), naming a cap
+that stopped it; that a task failed while the session goes on (unless `stop_on_failure`:
+then the session's end, at once, says it); that a foreground run waits out a usage limit;
+and (`crashed`, called by the loop) that the run crashed. Each attempt is a `notify_sent` /
+`notify_failed` event; nothing here ever stops a run. A runner killed outright is announced by
+the supervisor (`daemon/notices.py`), which marks it crashed; one that recorded its own crash
+is not marked again, so no crash is announced twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilth.core.notify import EVENTS, send
+from tilth.store.events import EventLog, document
+from tilth.store.home import SessionPaths
+from tilth.store.redaction import register_secret
+from tilth.views.tally import SessionTally, duration, money, resume_command, tally
+
+document(EVENTS)
+
+KIND = {"done": "success", "failed": "failure", "crashed": "failure"}
+
+
+def watch(paths: SessionPaths, urls: list[str], events: EventLog, continues: bool) -> Notifier | None:
+    """Register the URLs as secrets and listen to the run's events; None when none is set."""
+    for url in urls:
+        register_secret(url)
+    if not urls:
+        return None
+    notifier = Notifier(paths, urls, events, continues)
+    events.listeners.append(notifier)
+    return notifier
+
+
+def crashed(events: EventLog, reason: str) -> None:
+    """The run recorded its own crash (no `session_end` follows): tell whoever listens."""
+    for listener in events.listeners:
+        if isinstance(listener, Notifier):
+            listener.crashed(reason)
+
+
+class Notifier:
+    def __init__(self, paths: SessionPaths, urls: list[str], events: EventLog, continues: bool):
+        self.paths, self.urls, self.events, self.continues = paths, urls, events, continues
+        self.cap: str | None = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        try:
+            self._on(event["type"], event.get("task"), event.get("data") or {})
+        except Exception:
+            pass  # a notification is never worth a run
+
+    def _on(self, kind: str, task_id: str | None, data: dict[str, Any]) -> None:
+        sid = self.paths.id
+        if kind == "cap_reached":
+            self.cap = str(data.get("cap"))
+        elif kind == "task_failed" and self.continues and task_id:
+            t = tally(self.paths)
+            failed = next((task for task in t.tasks if task.id == task_id), None)
+            lines = [f"Task {task_id}" + (f" ({failed.title})" if failed else "") + " failed: "
+                     + ((failed.reason if failed else "") or data.get("reason") or "(no reason recorded)")]
+            lines += [f"Session {sid} goes on: {_counts(t)}",
+                      f"Next: once it ends, `{resume_command(sid)}` retries {task_id}"]
+            self._send("task_failed", f"tilth: task {task_id} failed in {sid}", "\n".join(lines), "failure")
+        elif kind == "session_paused" and data.get("in_process"):
+            self._send("session_paused", f"tilth: session {sid} paused until {data.get('until')}",
+                       f"{data.get('reason') or 'usage limit'}; the run waits and goes on by itself.\n"
+                       f"`tilth stop {sid}` stops it.", "warning")
+        elif kind == "session_end":
+            state = str(data.get("state"))
+            try:
+                t = tally(self.paths)
+                tasks, body = f" ({t.done}/{len(t.tasks)} tasks)", short_report(t)
+            except Exception as exc:  # the message still goes out, plainer
+                reason = f" ({data['reason']})" if data.get("reason") else ""
+                tasks, body = "", (f"Session {sid}: {state}{reason}\n(no report: {type(exc).__name__})\n"
+                                   f"Next: {'tilth pr ' + sid if state == 'done' else resume_command(sid)}")
+            if state == "stopped" and self.cap:
+                title = f"tilth: session {sid} stopped: cap {self.cap} reached{tasks}"
+            elif state == "paused":
+                title = f"tilth: session {sid} paused for a usage limit{tasks}"
+            else:
+                title = f"tilth: session {sid} {state}{tasks}"
+            self._send("session_end", title, body, KIND.get(state, "warning"))
+
+    def crashed(self, reason: str) -> None:
+        try:
+            sid = self.paths.id
+            self._send("crashed", f"tilth: session {sid} crashed",
+                       f"Session {sid}: crashed ({reason})\nNext: {resume_command(sid)}", "failure")
+        except Exception:
+            pass
+
+    def _send(self, trigger: str, title: str, body: str, kind: str) -> None:
+        error = send(self.urls, title, body, kind)
+        try:
+            self.events.emit("notify_failed" if error else "notify_sent", trigger=trigger, ok=error is None,
+                             error=error)
+        except Exception:
+            pass  # e.g. a full disk while the run is already stopping for it
+
+
+def _counts(t: SessionTally) -> str:
+    pending = len(t.tasks) - t.done - t.failed
+    return f"{t.done}/{len(t.tasks)} tasks done, {t.failed} failed" + (f", {pending} left" if pending else "")
+
+
+def short_report(t: SessionTally) -> str:
+    """The end report's short lines: no per-task table, only the failed tasks and the next command."""
+    lines = [f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""), f"Tasks: {_counts(t)}"]
+    lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+    head = f" at {t.head_commit[:7]}" if t.head_commit else ""
+    lines += [f"Cost: {money(t.cost_usd, t.cost_is_lower_bound)}", f"Wall time: {duration(t.wall_seconds)}",
+              f"Branch: {t.branch}{head}",
+              f"Next: tilth pr {t.id}" if t.all_done else f"Next: {resume_command(t.id)}"]
+    return "\n".join(lines)
