@@ -297,8 +297,10 @@ def wait_dead(pid: int) -> None:
     assert state in ("Z", "X"), f"process {pid} is in state {state}"
 
 
-def test_bash_shows_combined_output_and_exit_code(tmp_path: Path):
-    assert run_bash("echo out; echo err >&2; exit 3", tmp_path) == "out\nerr\n[exit code 3]"
+def test_bash_shows_stdout_then_stderr_and_exit_code(tmp_path: Path):
+    assert run_bash("echo err >&2; echo out; exit 3", tmp_path) == "out\n[stderr]\nerr\n[exit code 3]"
+    assert run_bash("echo err >&2", tmp_path) == "[stderr]\nerr\n[exit code 0]"
+    assert run_bash("printf out; printf err >&2", tmp_path) == "out\n[stderr]\nerr\n[exit code 0]"
     assert run_bash("pwd; cat", tmp_path) == f"{tmp_path}\n[exit code 0]"
     assert run_bash("true", tmp_path) == "[exit code 0]"
     assert run_bash("echo $X", tmp_path, env={"X": "set", "PATH": os.environ["PATH"]}) == "set\n[exit code 0]"

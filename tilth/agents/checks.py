@@ -11,8 +11,10 @@ from pydantic import BaseModel
 from tilth.agents.tools.shell import agent_env, run_command
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import Verdict
+from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
-document({"checks_run": "deterministic checks ran before the evaluator; data.results: command, exit_code, timed_out"})
+document({"checks_run": "deterministic checks ran before the evaluator; data.results: command, exit_code, run_id "
+                        "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0)"})
 
 TAIL_CHARS = 2000
 
@@ -22,6 +24,8 @@ class CheckResult(BaseModel):
     exit_code: int | None
     """None when the command timed out."""
     output_tail: str
+    run_id: str | None = None
+    """The script artifact under the session's `runs/`, when one was written."""
 
     @property
     def passed(self) -> bool:
@@ -29,16 +33,18 @@ class CheckResult(BaseModel):
 
 
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str,
-               iteration: int, sandbox: tuple[str, ...] = ()) -> list[CheckResult]:
+               iteration: int, sandbox: tuple[str, ...] = (), keep_runs: int = DEFAULT_KEEP) -> list[CheckResult]:
+    """Each command's result; each leaves its script artifact in the session dir (the journal's)."""
     results = []
     for command in commands:
         outcome = run_command(command, worktree, timeout=timeout, max_output=TAIL_CHARS * 4, env=agent_env(),
-                              wrapper=sandbox)
+                              wrapper=sandbox, runs=runs_dir(events.path.parent), keep_runs=keep_runs)
         exit_code = None if outcome.timed_out else outcome.exit_code
-        results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:]))
+        results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:],
+                                   run_id=outcome.run_id))
     if results:
         events.emit("checks_run", task_id, iteration,
-                    results=[{"command": r.command, "exit_code": r.exit_code} for r in results])
+                    results=[{"command": r.command, "exit_code": r.exit_code, "run_id": r.run_id} for r in results])
     return results
 
 

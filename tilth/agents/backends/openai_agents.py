@@ -15,6 +15,7 @@ from tilth.core.config import Settings
 from tilth.core.errors import ToolError
 from tilth.store.learnings import parse_proposals
 from tilth.store.ledger import Case, Verdict
+from tilth.store.script_runs import runs_dir
 
 WORKER_SYSTEM = (
     "You are a careful software engineer working in a git repository. Do exactly the task you are given, "
@@ -50,7 +51,8 @@ class OpenAIWorker:
     def work(self, job: WorkerJob) -> Case | None:
         chat = ChatClient("worker", self.settings, self.meter, job.events)
         tools = Toolbox(job.worktree, "worker", job.events, self.settings.tool_timeout, read_only=False,
-                        notes=job.notes, sandbox=job.sandbox, hooks=job.hooks)
+                        notes=job.notes, sandbox=job.sandbox, hooks=job.hooks,
+                        runs=runs_dir(job.events.path.parent), keep_runs=self.settings.script_runs_keep)
         messages = [{"role": "system", "content": WORKER_SYSTEM}, {"role": "user", "content": job.prompt}]
         for step in range(self.settings.worker_max_steps):
             choice = forced_tool(self.settings.worker_tool_choice, step)

@@ -14,14 +14,16 @@ import orjson
 from tilth.agents.backends.chat import ToolCall
 from tilth.agents.hooks import Hooks
 from tilth.agents.tools.fs import Workspace
-from tilth.agents.tools.shell import agent_env, run_bash
+from tilth.agents.tools.shell import agent_env, bash_text, run_command
 from tilth.core.errors import ToolError
 from tilth.store.events import EventLog, document
 from tilth.store.kb import KnowledgeBase
+from tilth.store.script_runs import DEFAULT_KEEP
 
 document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
                        "first RESULT_CHARS), thought (the model's text with the call, cut short; first call of a "
-                       "reply only)"})
+                       "reply only), run_id (a bash call's script artifact, `runs/run-<run_id>/`, when one was "
+                       "written)"})
 RESULT_CHARS = 2000
 
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
@@ -36,10 +38,14 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
 
 class Toolbox:
     def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool,
-                 notes: KnowledgeBase | None = None, sandbox: tuple[str, ...] = (), hooks: Hooks | None = None):
+                 notes: KnowledgeBase | None = None, sandbox: tuple[str, ...] = (), hooks: Hooks | None = None,
+                 runs: Path | None = None, keep_runs: int = DEFAULT_KEEP):
+        """`runs`: the session's `runs/` dir, where each bash call leaves its script artifact
+        (None without a session: no artifact)."""
         self.workspace = Workspace(root, read_only=read_only)
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
-        self.sandbox, self.hooks = sandbox, hooks
+        self.sandbox, self.hooks, self.runs, self.keep_runs = sandbox, hooks, runs, keep_runs
+        self.last_run_id: str | None = None
         self.handlers: dict[str, Callable[..., str]] = {
             "read_file": self.workspace.read_file,
             "list_files": self.workspace.list_files,
@@ -53,10 +59,13 @@ class Toolbox:
 
     def bash(self, command: str, timeout: float | None = None) -> str:
         limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
-        return run_bash(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox)
+        result = run_command(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox,
+                             runs=self.runs, keep_runs=self.keep_runs)
+        self.last_run_id = result.run_id
+        return bash_text(result, limit)
 
     def run(self, call: ToolCall, task_id: str, iteration: int, thought: str | None = None) -> str:
-        ok = False
+        ok, self.last_run_id = False, None
         try:
             handler = self.handlers.get(call.name)
             if handler is None:
@@ -73,5 +82,6 @@ class Toolbox:
             result = f"error: bad arguments for {call.name}: {exc}"
         self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
                          args=call.arguments[:500], result_chars=len(result), result=result[:RESULT_CHARS],
-                         thought=thought[:RESULT_CHARS] if thought else None)
+                         thought=thought[:RESULT_CHARS] if thought else None,
+                         **({"run_id": self.last_run_id} if self.last_run_id else {}))
         return result

@@ -1,0 +1,195 @@
+"""`tilth digest [--since 12h] [--json]`: what happened across sessions in a window (overnight),
+and what needs the person.
+
+Per session touched in the window (its session.json `updated`, or the roll-up's last event,
+whichever is later): the tasks done and failed in the window (the daily memory's lines for that
+session, `store/daily_memory.py`) and overall (the plan), spend and running time (the roll-up,
+`store/rollup.load_rollup`: only the lines since its last save are folded, the journal is never
+read whole), the branch head (short sha, the git CLI) and what needs the person: failed tasks
+with their last concern, a stopped, crashed, failed or paused session with its reason, and
+parked tasks if the plan or the roll-up says so. No pydantic, pygit2 or openai for a readable home.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tilth.core.errors import BadInput
+from tilth.store.daily_memory import Entry, read_since
+from tilth.store.home import all_session_ids, session_paths
+from tilth.store.prd_peek import peek_plan
+from tilth.store.rollup import load_rollup
+from tilth.store.session_peek import effective_state, peek_session
+from tilth.views.figures import money, short
+
+DEFAULT_SINCE = "24h"
+RELATIVE = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
+UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+NEEDS_STATES = {"stopped", "crashed", "failed", "paused"}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """`30m`, `12h`, `2d` back from now, or an ISO time (local unless it has a zone); aware UTC."""
+    now = now or datetime.now(timezone.utc)
+    m = RELATIVE.match(text or "")
+    if m:
+        return now - timedelta(**{UNITS[m[2]]: int(m[1])})
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"--since {text!r}: give a span such as 30m, 12h or 2d, or an ISO time such as "
+                       "2026-11-24T06:00") from None
+    return (moment if moment.tzinfo else moment.astimezone()).astimezone(timezone.utc)
+
+
+def _utc(ts: str | None) -> datetime | None:
+    if not ts:
+        return None
+    try:
+        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "never ran"
+    s = int(round(seconds))
+    h, m, s = s // 3600, s % 3600 // 60, s % 60
+    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s" if m else f"{s}s"
+
+
+def _head(repo: str, branch: str) -> str | None:
+    from tilth.git.gitcli import branch_tip
+
+    try:
+        tip = branch_tip(repo, branch)
+    except Exception:  # a repo gone or damaged: the digest still speaks of the rest
+        return None
+    return tip[:7] if tip else None
+
+
+@dataclass
+class SessionDigest:
+    id: str
+    state: str
+    reason: str | None
+    touched: str
+    branch: str
+    head: str | None
+    tasks: int
+    done: int
+    failed: int
+    pending: int
+    done_in_window: list[str]
+    failed_in_window: list[str]
+    cost_usd: float
+    cost_is_lower_bound: bool
+    tokens: int
+    running_s: float | None
+    needs: list[str] = field(default_factory=list)
+
+
+def _updated(path: Path) -> str | None:
+    try:
+        raw = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    value = raw.get("updated") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def session_digest(home: Path, session_id: str, since: datetime, entries: list[Entry],
+                   now: datetime) -> SessionDigest | None:
+    """The session's digest, or None when nothing touched it since `since`."""
+    paths = session_paths(session_id, home)
+    view = peek_session(paths)
+    roll = load_rollup(paths.events, paths.rollup)
+    times = [t for t in (_utc(_updated(paths.session_json)), _utc(roll.clock.last_ts)) if t is not None]
+    touched = max(times) if times else None
+    if touched is None or touched < since:
+        return None
+    plan = peek_plan(paths.prd)
+    statuses = {t.id: t.status for t in plan}
+    titles = {t.id: t.title for t in plan}
+    mine = [e for e in entries if e.session == session_id]
+    state = effective_state(paths, view)
+    needs = []
+    for tid, status in statuses.items():
+        if status == "failed":
+            t = roll.tasks.get(tid)
+            concern = f": {short(t.concern, 160)}" if t is not None and t.concern else ""
+            needs.append(f"task {tid} failed ({titles[tid]}){concern}")
+    parked = sorted({tid for tid, s in statuses.items() if s == "parked"}
+                    | {tid for tid, t in roll.tasks.items() if t.status == "parked"})
+    needs.extend(f"task {tid} parked" for tid in parked)
+    if state in NEEDS_STATES:
+        until = f" until {view.paused_until}" if state == "paused" and view.paused_until else ""
+        needs.append(f"session {state}{until}" + (f": {view.reason}" if view.reason else "")
+                     + ("" if state == "paused" else f" (`tilth resume {session_id}`)"))
+    running = roll.clock.seconds(now if state == "running" else None)
+    return SessionDigest(
+        id=session_id, state=state, reason=view.reason, touched=touched.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        branch=view.branch, head=_head(view.repo, view.branch), tasks=len(plan),
+        done=sum(s == "done" for s in statuses.values()), failed=sum(s == "failed" for s in statuses.values()),
+        pending=sum(s in ("pending", "in_progress") for s in statuses.values()),
+        done_in_window=[e.task_id for e in mine if e.ok], failed_in_window=[e.task_id for e in mine if not e.ok],
+        cost_usd=round(roll.totals.cost_usd, 6), cost_is_lower_bound=roll.totals.cost_is_lower_bound,
+        tokens=roll.totals.tokens, running_s=None if running is None else round(running, 1), needs=needs)
+
+
+def build_digest(home: Path, since: datetime, now: datetime | None = None) -> dict[str, Any]:
+    now = now or datetime.now(timezone.utc)
+    entries = read_since(home, since)
+    sessions = []
+    for session_id in all_session_ids(home):
+        try:
+            found = session_digest(home, session_id, since, entries, now)
+        except BadInput as exc:  # one damaged session: said, the others still shown
+            sessions.append({"id": session_id, "error": str(exc)})
+            continue
+        if found is not None:
+            sessions.append(asdict(found))
+    sessions.sort(key=lambda s: s.get("touched", ""), reverse=True)
+    return {
+        "since": since.strftime("%Y-%m-%dT%H:%M:%SZ"), "until": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "sessions": sessions,
+        "memory": [{"at": e.at.isoformat(), "ok": e.ok, "agent": e.agent, "session": e.session,
+                    "task": e.task_id, "title": e.title, "result": e.message} for e in entries],
+        "needs_you": [f"{s['id']}: {n}" for s in sessions for n in s.get("needs", [])]
+                     + [f"{s['id']}: {s['error']}" for s in sessions if "error" in s],
+    }
+
+
+def _local(ts: str) -> str:
+    moment = _utc(ts)
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M") if moment else ts
+
+
+def render(digest: dict[str, Any]) -> str:
+    sessions = digest["sessions"]
+    lines = [f"since {_local(digest['since'])}: {len(sessions)} session(s) touched"]
+    for s in sessions:
+        if "error" in s:
+            lines.append(f"\n{s['id']}: {s['error']}")
+            continue
+        window = f"{len(s['done_in_window'])} done, {len(s['failed_in_window'])} failed in the window"
+        lines.append(f"\n{s['id']} [{s['state']}] {window}; overall {s['done']}/{s['tasks']} done, {s['failed']} "
+                     f"failed, {s['pending']} pending")
+        lines.append(f"  spend {money(s['cost_usd'], s['cost_is_lower_bound'])}, {s['tokens']:,} tokens, "
+                     f"ran {_duration(s['running_s'])}; {s['branch']} at {s['head'] or '(no branch)'}; "
+                     f"last activity {_local(s['touched'])}")
+        for e in digest["memory"]:
+            if e["session"] == s["id"]:
+                lines.append(f"  {'done' if e['ok'] else 'failed'}: {e['task']} {e['title']}")
+    needs = digest["needs_you"]
+    lines.append("\nneeds you:" if needs else "\nnothing needs you")
+    lines.extend(f"  - {n}" for n in needs)
+    return "\n".join(lines)
