@@ -116,6 +116,10 @@ class Readable:
             "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
                                         + ("; waiting here" if d.get("in_process") else "; the supervisor resumes it"),
             "pause_over": lambda d: "pause over; going on",
+            "notify_sent": lambda d: f"notified ({d.get('trigger')})",
+            "notify_failed": lambda d: f"notification failed ({d.get('trigger')}): {short(d.get('error'))}",
+            "memory_restored": lambda d: f"daily memory line restored for commit {_sha(d)}"
+                                         + ("" if d.get("written") else " (it was already there)"),
             "verdict": lambda d: f"verdict: {verdict_label(d['verdict'], d.get('category'), d.get('concern'))}",
             "commit": lambda d: None,
             "failed_commit": lambda d: None,
