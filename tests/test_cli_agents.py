@@ -320,8 +320,7 @@ def test_a_cli_evaluator_gets_one_retry_for_an_unreadable_verdict(sandbox, fake,
                  reply(tool_calls=[call("submit_case", summary="done", criteria=[])]))
     anthropic.enqueue(CLAUDE_MODEL, fa.reply(fa.text("Looks fine to me.")), fa.reply(fa.text(fenced(ACCEPTED))),
                       fa.reply(fa.text('```json\n{"verdict": "maybe"}\n```')), fa.reply(fa.text("Still thinking.")))
-    env = {**model_env, **claude_env(anthropic, sandbox.root, "evaluator"), "TILTH_MAX_ITERATIONS_PER_TASK": "1",
-           "TILTH_CONTINUE_AFTER_FAILURE": "true"}
+    env = {**model_env, **claude_env(anthropic, sandbox.root, "evaluator"), "TILTH_MAX_ITERATIONS_PER_TASK": "1"}
     result = start(sandbox, "ev", env, [task("T-1"), task("T-2")])
     assert result.returncode == 1, result.stdout + result.stderr
     assert sandbox.ledger("ev", "T-1")[0]["verdict"]["verdict"] == "accept"

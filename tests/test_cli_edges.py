@@ -134,17 +134,18 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(sandbox):
     assert (code, errors) == (0, "")
 
 
-def test_a_directory_as_prd_and_an_empty_id_are_refused_in_one_line(sandbox):
+def test_a_directory_without_a_plan_and_an_empty_id_are_refused_in_one_line(sandbox):
     base = ["start", "--repo", str(sandbox.repo), "--backend", "scripted", "--foreground"]
     folder = sandbox.root / "plans"
     folder.mkdir()
-    (folder / "prd.json").write_text(json.dumps([task("T-1")]))
+    (folder / "plan.json").write_text(json.dumps([task("T-1")]))
 
     refused = sandbox.tilth(*base, "--prd", str(folder), "--id", "s1")
     assert refused.returncode == 2
-    assert one_line(refused.stderr) == f"tilth: --prd {folder} is a directory; pass the prd.json file inside it"
+    assert one_line(refused.stderr) == f"tilth: {folder}: a directory with neither a prd.json nor markdown task " \
+                                      "files (*.md) in it"
 
-    empty = sandbox.tilth(*base, "--prd", str(folder / "prd.json"), "--id", "")
+    empty = sandbox.tilth(*base, "--prd", str(folder / "plan.json"), "--id", "")
     assert empty.returncode == 2
     assert "--id is empty" in one_line(empty.stderr)
 

@@ -44,7 +44,7 @@ E2E = settings(max_examples=12, deadline=None, database=None,
 BUG = settings(max_examples=25, deadline=None, database=None, report_multiple_bugs=False,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
-FIELDS = ("id", "title", "description", "acceptance_criteria", "status")
+FIELDS = ("id", "title", "description", "acceptance_criteria", "status", "depends_on")
 STATUSES = [s.value for s in TaskStatus]
 LINE_BREAKS = "\n\r"
 # Everything the Task model treats as blank: Unicode White_Space and Python's str.isspace().
@@ -112,6 +112,8 @@ def valid_tasks(draw, ids: list[str]) -> list[dict]:
         }
         if draw(st.booleans()):
             item["status"] = draw(st.sampled_from(STATUSES))
+        if tasks and draw(st.integers(0, 3)) == 0:  # on earlier tasks only: no cycle
+            item["depends_on"] = draw(st.lists(st.sampled_from([t["id"] for t in tasks]), max_size=2))
         tasks.append(item)
     return tasks
 
@@ -129,6 +131,7 @@ def replacement(field: str) -> st.SearchStrategy:
             NON_BLANK,  # a bare string instead of a list
         ],
         "status": [st.sampled_from(STATUSES + ["PENDING", "Done", "finished", " done", "in-progress", ""])],
+        "depends_on": [st.lists(TASK_IDS, max_size=3), st.lists(BAD_IDS, min_size=1, max_size=2), TASK_IDS],
     }
     return st.one_of(*specific.get(field, []), *common)
 

@@ -31,7 +31,7 @@ def test_accepted_empty_diff_is_rejected_as_no_change(sandbox):
 
 def test_allow_empty_task_is_done_with_an_empty_commit_and_only_that_one(sandbox):
     scenario = {"tasks": {t: EMPTY_ACCEPT["tasks"]["T-1"] for t in ("T-1", "T-2")}}
-    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_CONTINUE_AFTER_FAILURE": "true"}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
     result = sandbox.start("s1", [task("T-1", allow_empty=True), task("T-2")], scenario, env=env)
     assert result.returncode == 1, result.stderr
 

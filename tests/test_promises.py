@@ -126,7 +126,7 @@ def test_no_path_touches_the_users_branch_or_working_tree(sandbox, tmp_path):
 
     reject = {"verdict": "reject", "concern": "not yet"}
     scenario = {"tasks": {"T-2": [{"write": {"two.txt": "2"}, "verdict": reject}, {"write": {"two.txt": "2!"}}]}}
-    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_STOP_ON_FAILURE": "true"}  # the placeholder stays at HEAD
     failed = sandbox.start("s1", [task("T-1"), task("T-2"), task("T-3")], scenario, "--base", "HEAD", env=env)
     assert failed.returncode == 1
     untouched("after a FAILED placeholder")

@@ -19,11 +19,12 @@ from conftest import git, task
 SEED = int(os.environ.get("TILTH_KILL_SEED", "20261123"))
 TRIALS = int(os.environ.get("TILTH_KILL_TRIALS", "6"))
 REJECT = {"verdict": "reject", "category": "half_finished", "concern": "not finished", "next_step": "finish"}
-# T-2 fails its only attempt (a FAILED placeholder); the resume unwinds it and the retry accepts.
+# T-2 fails its only attempt (a FAILED placeholder) and ends the session there (stop_on_failure); the
+# resume unwinds it and the retry accepts.
 SCENARIO = {"tasks": {"T-2": [{"write": {"t2.py": "two = 0\n"}, "verdict": REJECT},
                               {"write": {"t2.py": "two = 2\n"}}]},
             "default": [{"write": {"{task}.py": "done = True\n"}}]}
-ENV = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_SANDBOX": "off"}
+ENV = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_SANDBOX": "off", "TILTH_STOP_ON_FAILURE": "true"}
 MAX_RUNS = 12
 
 

@@ -86,7 +86,7 @@ def test_failed_placeholder_then_resume_soft_unwinds(sandbox):
         {"write": {"part2.py": "more = True\n"}, "verdict": REJECT},
         {"write": {"done.py": "ok = True\n"}, "run": [record]},
     ]}}
-    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", **OBSERVER}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_STOP_ON_FAILURE": "true", **OBSERVER}
     result = sandbox.start("s1", [task("T-1"), task("T-2", "Hard one"), task("T-3")], scenario, env=env)
     assert result.returncode == 1, result.stderr
 
@@ -115,13 +115,26 @@ def test_failed_placeholder_then_resume_soft_unwinds(sandbox):
     assert [line[2] for line in sandbox.progress("s1")] == ["done", "failed:iterations_exhausted", "done", "done"]
 
 
-def test_continue_after_failure_runs_later_tasks(sandbox):
+def test_a_failed_task_does_not_stop_later_tasks_by_default(sandbox):
     scenario = {"tasks": {"T-1": [{"verdict": REJECT}]}}
-    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_CONTINUE_AFTER_FAILURE": "true"}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
     result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env=env)
     assert result.returncode == 1
+    assert "a failed task does not stop the others" in result.stdout
     assert [(c["task"], c["outcome"]) for c in sandbox.commits("s1")] == [("T-1", "failed"), ("T-2", "")]
     assert sandbox.statuses("s1") == {"T-1": "failed", "T-2": "done"}
+
+
+def test_the_old_continue_after_failure_setting_still_decides(sandbox):
+    scenario = {"tasks": {"T-1": [{"verdict": REJECT}]}}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_CONTINUE_AFTER_FAILURE": "false"}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env=env)
+    assert result.returncode == 1
+    assert "the first failed task ends the session (stop_on_failure = true)" in result.stdout
+    assert sandbox.statuses("s1") == {"T-1": "failed", "T-2": "pending"}
+    config = sandbox.tilth("config", env=env).stdout
+    assert "stop_on_failure = True  (env TILTH_CONTINUE_AFTER_FAILURE=false: deprecated, use TILTH_STOP_ON_FAILURE)" \
+        in config
 
 
 def test_no_case_is_a_rejected_iteration(sandbox):

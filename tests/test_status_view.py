@@ -119,13 +119,20 @@ PLANS = {
     "valid, padded titles and extra keys": json.dumps([task("T-1", title="  One \u2003"),
                                                        task("T-2", status="done", owner="me")]).encode(),
     "valid, lax values the model accepts": json.dumps([task("T-1", allow_empty="true")]).encode(),
+    "valid, dependencies": json.dumps([task("T-1", depends_on=["T-2"]), task("T-2", depends_on=[])]).encode(),
+    "depends on itself": json.dumps([task("T-1", depends_on=["T-1"])]).encode(),
+    "depends on an unknown id": json.dumps([task("T-1", depends_on=["T-9"])]).encode(),
+    "dependency cycle": json.dumps([task("T-1", depends_on=["T-2"]), task("T-2", depends_on=["T-1"])]).encode(),
+    "depends_on not a list": json.dumps([task("T-1", depends_on="T-2"), task("T-2")]).encode(),
+    "depends_on a bad id": json.dumps([task("T-1", depends_on=["T 2"])]).encode(),
+    "depends_on an id with a newline": json.dumps([task("T-1", depends_on=["T-2\n"]), task("T-2")]).encode(),
 }
 
 
 def assert_plan_peek_agrees(path) -> None:
     """The plan peek reads what `load_plan` reads, or fails with its very line."""
     try:
-        expected = [TaskLine(t.id, t.title, t.status.value) for t in load_plan(path)]
+        expected = [TaskLine(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in load_plan(path)]
     except BadInput as exc:
         with pytest.raises(BadInput) as caught:
             peek_plan(path)

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from tilth.core.errors import BadInput
 from tilth.core.faults import PAUSE_ENV
@@ -48,8 +48,10 @@ class Settings(BaseModel):
 
     max_iterations_per_task: int = Field(5, ge=1, le=100)
     """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
-    continue_after_failure: bool = False
-    """After a FAILED placeholder, go on with later tasks instead of stopping the session."""
+    stop_on_failure: bool = False
+    """End the session at the first FAILED placeholder (for a plan that is a strict sequence). By
+    default the other tasks go on: only the tasks that depend on a failed one (`depends_on`) wait.
+    Replaces `continue_after_failure` (still read: `stop_on_failure = not continue_after_failure`)."""
     max_parallel_sessions: int = Field(2, ge=1, le=1000)
     """How many sessions the supervisor (`tilth daemon`) runs at once; the rest wait queued."""
     journal_lines: int = Field(30, ge=0)
@@ -69,6 +71,9 @@ class Settings(BaseModel):
     """Budget of the plan-as-prose channel; long plans show a window around the current task."""
     kb_index_chars: int = Field(500, ge=0)
     """Budget of the notes index channel."""
+    seed_chars: int = Field(1500, ge=0)
+    """Budget of the seed channel: the `tilth prep` interview's TL;DR, scope notes, blockers and open
+    questions, shown to every worker of a session started from a prep output."""
     diff_chars: int = Field(60_000, ge=0)
     """Budget of the diff the evaluator sees."""
     summary_recent_tasks: int = Field(3, ge=0)
@@ -88,6 +93,8 @@ class Settings(BaseModel):
     """Model name the worker uses; required with base_url."""
     evaluator_model: str | None = None
     """Model for the evaluator; defaults to worker_model."""
+    prep_model: str | None = None
+    """Model the `tilth prep` interview uses, at the worker's endpoint; defaults to worker_model."""
     evaluator_base_url: str | None = None
     """A separate endpoint (or preset) for the evaluator; defaults to base_url."""
     evaluator_api_key: str | None = None
@@ -178,7 +185,7 @@ class Settings(BaseModel):
     """Where to tell a person that a session ended, a task failed or a cap tripped: apprise URLs
     (`ntfy://`, `slack://`, `mailto://`, `json://host/path`, ...; env: comma-separated)."""
     script_runs_keep: int = Field(500, ge=0)
-    """Script artifacts (`sessions/<id>/runs/run-<id>/`) kept per session; the oldest go first."""
+    """Script artifacts (`sessions/<id>/runs/run-<id>/`) kept per session; the oldest go first; 0 writes none."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
@@ -214,13 +221,15 @@ class Settings(BaseModel):
         return self.worker_backend == "openai" or "openai" in self.evaluator_backends()
 
     def endpoint(self, role: str) -> tuple[str, str, str]:
-        """(base_url, api_key, model) for `worker` or `evaluator`, presets expanded."""
+        """(base_url, api_key, model) for `worker`, `evaluator` or `prep`, presets expanded."""
         if role == "evaluator":
             url = self.evaluator_base_url or self.base_url
             key = self.evaluator_api_key or self.api_key
             model = self.evaluator_model or self.worker_model
         else:
             url, key, model = self.base_url, self.api_key, self.worker_model
+            if role == "prep":
+                model = self.prep_model or model
         return PRESETS.get(url or "", url or ""), key or "not-needed", model or ""
 
     def require_model(self) -> None:
@@ -269,10 +278,14 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
         except tomllib.TOMLDecodeError as exc:
             raise BadInput(f"{config_file}: not valid TOML ({' '.join(str(exc).split())}); fix it and retry") from None
         sources.update({key: str(config_file) for key in values})
+    _translate_legacy(values, sources, str(config_file))
     for field in Settings.model_fields:
         if env_name(field) in os.environ:
             values[field] = _env_value(field, os.environ[env_name(field)])
             sources[field] = f"env {env_name(field)}"
+    if env_name(LEGACY_CONTINUE) in os.environ and env_name("stop_on_failure") not in os.environ:
+        values[LEGACY_CONTINUE] = os.environ[env_name(LEGACY_CONTINUE)]
+        _translate_legacy(values, sources, f"env {env_name(LEGACY_CONTINUE)}")
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:
@@ -283,6 +296,32 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
         message = " ".join(str(error["msg"]).split())
         raise BadInput(f"{source}: {shown}: {message}; fix the setting and retry") from None
     return settings, sources
+
+
+LEGACY_CONTINUE = "continue_after_failure"
+"""The setting `stop_on_failure` replaced (its opposite), still read from config.toml, the
+environment and the settings recorded with an older session."""
+
+
+def _legacy_stop(value: object, source: str) -> bool:
+    try:
+        return not TypeAdapter(bool).validate_python(value)
+    except ValidationError:
+        raise BadInput(f"{source}: {LEGACY_CONTINUE}: not a boolean ({value!r}); fix the setting (better: replace "
+                       "it with stop_on_failure) and retry") from None
+
+
+def _translate_legacy(values: dict[str, object], sources: dict[str, str], source: str) -> None:
+    """`continue_after_failure = X` becomes `stop_on_failure = not X`, unless stop_on_failure is set there too."""
+    if LEGACY_CONTINUE not in values:
+        return
+    legacy = values.pop(LEGACY_CONTINUE)
+    sources.pop(LEGACY_CONTINUE, None)
+    from_env = source.startswith("env ")
+    if "stop_on_failure" not in values or from_env:
+        values["stop_on_failure"] = _legacy_stop(legacy, source)
+        sources["stop_on_failure"] = f"{source}={legacy}: deprecated, use {env_name('stop_on_failure')}" if from_env \
+            else f"{source}: {LEGACY_CONTINUE} = {legacy}, deprecated: use stop_on_failure"
 
 
 def load_settings(home: Path) -> Settings:
@@ -340,6 +379,8 @@ def with_session_view(settings: Settings, recorded: dict[str, object]) -> Settin
     """This process's settings (its keys, the supervisor's own fields) with the session's
     recorded ones in force; a recorded value this version no longer knows is ignored."""
     fields = set(travelling_fields())
+    if LEGACY_CONTINUE in recorded and "stop_on_failure" not in recorded:  # a session started before the change
+        recorded = {**recorded, "stop_on_failure": _legacy_stop(recorded[LEGACY_CONTINUE], "the session's settings")}
     merged = {**settings.model_dump(), **{k: v for k, v in recorded.items() if k in fields}}
     try:
         return Settings.model_validate(merged)
@@ -371,6 +412,8 @@ def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
         value = getattr(settings, field)
         if field in SECRET_FIELDS:
             shown = mask(value)
+        elif field == "notify":
+            shown = f"{len(value)} URL(s), not shown (they carry tokens)" if value else "[]"
         elif field in ("base_url", "evaluator_base_url") and value in PRESETS:
             shown = f"{value} -> {PRESETS[value]}"
         elif isinstance(value, dict):

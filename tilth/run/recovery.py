@@ -6,7 +6,12 @@ Run on every start of `tilth run` / `tilth resume`, under the session lock:
 2. every task with a commit on the branch gets that outcome in prd.json, and a progress
    line if the kill came before it was written;
 3. (resume only) a FAILED placeholder at HEAD is soft-unwound: its edits become
-   uncommitted changes and its task goes back to pending;
+   uncommitted changes and its task goes back to pending; any other failed task (its placeholder
+   below later tasks' commits, which a failure no longer stops) goes back to pending too and is
+   retried on top of the tip, keeping its placeholder in the history; a task the plan says is
+   pending or in progress while its placeholder is below the tip is such a retry, never failed again.
+   Neither happens while another task's interrupted edits are in the worktree (they would be mixed
+   in): that task is recovered first, and the next `tilth resume` retries the failures;
 4. a task left in_progress is either committed (its last verdict was accept; the kill came
    before the commit) or put back to pending with its worktree edits kept for the retry.
 
@@ -16,10 +21,14 @@ what the run's `guard_branch` holds the branch to.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
 from tilth.run.outcomes import EXHAUSTED, Workspace, commit_done, repair_head
+from tilth.store.daily_memory import agent_label, has_line, note, note_outcome, noted
 from tilth.store.events import document
 from tilth.store.ledger import read_entries
 from tilth.store.prd import TaskStatus, load_plan, set_statuses
@@ -33,6 +42,11 @@ document(
         "placeholder_unwound": "a FAILED placeholder at HEAD was soft-reset; its edits are uncommitted",
         "accepted_committed": "an accepted task whose commit was interrupted was committed on recovery",
         "task_requeued": "an interrupted in_progress task went back to pending, worktree edits kept",
+        "failed_requeued": "`tilth resume`: a failed task whose FAILED placeholder later commits keep (or that "
+                           "another task's interrupted edits share the worktree with) went back to pending; its retry "
+                           "starts from the branch tip, which holds the placeholder's edits; data: sha",
+        "memory_restored": "a task outcome on the branch had no daily memory line noted (a kill came between "
+                           "the outcome and its line): data: sha, written (false: the day's file had the line)",
     }
 )
 
@@ -80,30 +94,87 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
     fold_worker_commits(ws, None, None)
     commits = branch_task_commits(ws.repo, ws.record.base_commit)
     _restore_progress(ws, commits)
+    remember_lost(ws, commits)
     latest = {c.task_id: c for c in commits}
     changes = {tid: TaskStatus.failed if c.failed else TaskStatus.done for tid, c in latest.items()}
+    plan = load_plan(ws.paths.prd)
+    before = {t.id: t.status for t in plan}
+    retrying = _retrying(ws, latest, before)
+    for tid in retrying:
+        del changes[tid]
 
     head = commits[-1] if commits else None
-    if unwind_failed and head and head.failed and head.sha == str(ws.repo.head.target):
+    # Another task's interrupted edits in the worktree: unwinding would mix the two tasks' work.
+    busy = any(status == TaskStatus.in_progress and (tid not in latest or tid in retrying)
+               for tid, status in before.items())
+    if unwind_failed and head and head.failed and head.sha == str(ws.repo.head.target) and not busy:
         soft_reset(ws.repo, str(ws.repo[head.sha].parents[0].id))
         changes[head.task_id] = TaskStatus.pending
         del latest[head.task_id]
         ws.events.emit("placeholder_unwound", head.task_id, head.iterations, sha=head.sha)
+    if unwind_failed and not busy:  # else the first task picked would take the interrupted task's edits
+        for tid, c in latest.items():
+            if c.failed and tid not in retrying and tid in before:
+                changes[tid] = TaskStatus.pending
+                ws.events.emit("failed_requeued", tid, c.iterations, sha=c.sha)
     ws.tip = str(ws.repo.head.target)
 
-    plan = load_plan(ws.paths.prd)
-    before = {t.id: t.status for t in plan}
     set_statuses(ws.paths.prd, {tid: s for tid, s in changes.items() if before.get(tid) != s})
     if any(before.get(tid) != s for tid, s in changes.items()):
         ws.events.emit("status_reconciled", changes={k: v.value for k, v in changes.items() if before.get(k) != v})
 
     for task in plan:
-        if task.status != TaskStatus.in_progress or task.id in latest or task.id in changes:
+        if task.status != TaskStatus.in_progress or (task.id in latest and task.id not in retrying) \
+                or task.id in changes:
             continue
         entries = read_entries(ws.paths.ledger_dir, task.id)
         if entries and entries[-1].verdict.accepted:
             sha = commit_done(ws, task, entries[-1])
             ws.events.emit("accepted_committed", task.id, entries[-1].iter, sha=sha)
+            note_outcome(ws.paths.dir, ws.paths.home, ws.record.id, task.id, task.title, True, sha, recorded_agent(ws))
         else:
             set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
             ws.events.emit("task_requeued", task.id)
+
+
+def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, TaskStatus]) -> set[str]:
+    """Tasks being retried after a FAILED placeholder that later commits keep in the history (a
+    failure does not stop the others): the plan says pending or in_progress while their latest
+    commit, below the tip, is the placeholder. A placeholder at the tip is a failure whose status
+    write a kill may have cut off, so the branch decides there."""
+    tip = str(ws.repo.head.target)
+    return {tid for tid, c in latest.items() if c.failed and c.sha != tip
+            and before.get(tid) in (TaskStatus.pending, TaskStatus.in_progress)}
+
+
+def remember(ws: Workspace, task_id: str, title: str, done: bool, sha: str, settings: Settings) -> None:
+    """The task outcome's line in the daily memory (`store/daily_memory.py`), once per commit."""
+    note_outcome(ws.paths.dir, ws.paths.home, ws.record.id, task_id, title, done, sha,
+                 agent_label(ws.record.backend.name, settings.worker_backend, settings.worker_model))
+
+
+def recorded_agent(ws: Workspace) -> str:
+    recorded = ws.record.settings
+    return agent_label(ws.record.backend.name, recorded.get("worker_backend"), recorded.get("worker_model"))
+
+
+def remember_lost(ws: Workspace, commits: list[TaskCommit]) -> None:
+    """Daily memory lines for the task commits on the branch whose line a kill -9 took, each
+    exactly once (before a FAILED placeholder is unwound: it was an outcome); a session older
+    than the noted record has its commits noted, no lines."""
+    session_dir = ws.paths.dir
+    seen = noted(session_dir)
+    if seen is None:
+        note(session_dir, [c.sha for c in commits])
+        return
+    agent = recorded_agent(ws)
+    for c in commits:
+        if c.sha in seen:
+            continue
+        made = datetime.fromtimestamp(ws.repo[c.sha].commit_time).astimezone()
+        written = not has_line(ws.paths.home, ws.record.id, c.task_id, not c.failed, made)
+        if written:
+            note_outcome(session_dir, ws.paths.home, ws.record.id, c.task_id, c.title, not c.failed, c.sha, agent)
+        else:
+            note(session_dir, [c.sha])
+        ws.events.emit("memory_restored", c.task_id, c.iterations, sha=c.sha, written=written)

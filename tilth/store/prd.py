@@ -28,10 +28,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
-from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus
+from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
-__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "load_current_plan", "load_plan",
-           "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
+__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "blocked_by", "load_current_plan",
+           "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
 
 
 def _not_blank(value: str) -> str:
@@ -58,6 +58,9 @@ class Task(BaseModel):
     allow_empty: bool = False
     """The task may be accepted with no change to the files (e.g. a check that needs no edit);
     otherwise an accepted empty diff is rejected as `no_change`."""
+    depends_on: list[Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]] = Field(default_factory=list)
+    """Ids of tasks of the same plan that must be done first; a failed one blocks this task. No task
+    may depend on itself, on an unknown id, or on a cycle."""
 
 
 _tasks_adapter = TypeAdapter(list[Task])
@@ -97,6 +100,11 @@ def parse_plan(data: bytes, source: str) -> list[Task]:
         if task.id in seen:
             raise BadInput(f"{source}: task {task.id!r} (#{index + 1}), field id: duplicate id; ids must be unique")
         seen.add(task.id)
+    problem = dependency_problem(tasks)
+    if problem is not None:
+        index, what = problem
+        raise BadInput(f"{source}: task {tasks[index].id!r} (#{index + 1}), field depends_on: {what}; "
+                       "fix the plan and retry")
     return tasks
 
 
@@ -157,7 +165,9 @@ def _changed(exc: BadInput) -> PlanChanged:
 
 
 def next_pending(tasks: list[Task]) -> Task | None:
-    return next((t for t in tasks if t.status == TaskStatus.pending), None)
+    """The first pending task whose dependencies are all done."""
+    done = {t.id for t in tasks if t.status == TaskStatus.done}
+    return next((t for t in tasks if t.status == TaskStatus.pending and all(d in done for d in t.depends_on)), None)
 
 
 @contextmanager

@@ -26,7 +26,7 @@ def checks(task: TaskTally) -> str:
 
 def task_table(t: SessionTally) -> list[str]:
     """One aligned row per task, under a header."""
-    rows = [TABLE] + [(task.id, task.outcome, str(task.iterations), rejections(task), checks(task),
+    rows = [TABLE] + [(task.id, task.shown_outcome, str(task.iterations), rejections(task), checks(task),
                        task.commit or "-") for task in t.tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
@@ -38,10 +38,13 @@ def build_report(paths: SessionPaths) -> str:
     unpriced = f" ({t.unpriced_calls} model calls without a price)" if t.unpriced_calls else ""
     lines = [
         f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""),
-        f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed",
+        f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed"
+        + (f", {t.blocked} blocked" if t.blocked else ""),
     ]
     lines += task_table(t) if t.tasks else []
     lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+    lines += [f"  BLOCKED {task.id} {task.title}: waits on {', '.join(task.blocked_by)}, which failed"
+              for task in t.tasks if task.blocked_by]
     lines += [
         f"Iterations: {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",

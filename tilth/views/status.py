@@ -20,7 +20,7 @@ from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd_peek import TaskStatus, peek_plan
+from tilth.store.prd_peek import TaskLine, TaskStatus, blocked_by, peek_plan
 from tilth.store.rollup import Clock, Rollup, load_rollup
 from tilth.store.session_peek import SessionState, SessionView, effective_state, peek_session
 from tilth.views.figures import money, token_count, verdict_label
@@ -69,7 +69,7 @@ def caps(rollup: Rollup, now: datetime | None) -> dict[str, dict[str, Any]]:
 def session_summary(paths: SessionPaths) -> dict[str, Any]:
     record = peek_session(paths)
     try:
-        tasks = [{"id": t.id, "title": t.title, "status": t.status} for t in peek_plan(paths.prd)]
+        tasks = task_lines(peek_plan(paths.prd))
     except BadInput:
         tasks = []
     state = effective_state(paths, record)
@@ -101,6 +101,28 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
         summary.update(current_task=None, iteration=None)
     return summary
+
+
+def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
+    """Each task as `--json` shows it; `depends_on` and `blocked_by` (the failed tasks a pending one
+    waits on, so it never runs in this session) only when there are any."""
+    blocked = blocked_by(plan)
+    lines = []
+    for t in plan:
+        line: dict[str, Any] = {"id": t.id, "title": t.title, "status": t.status}
+        if t.depends_on:
+            line["depends_on"] = list(t.depends_on)
+        if t.id in blocked:
+            line["blocked_by"] = list(blocked[t.id])
+        lines.append(line)
+    return lines
+
+
+def task_state(line: dict[str, Any]) -> str:
+    """`pending`, `done`, ... or `blocked (T-1 failed)`."""
+    if line.get("blocked_by"):
+        return f"blocked ({', '.join(line['blocked_by'])} failed)"
+    return line["status"]
 
 
 def _reason(record: SessionView, state: str) -> str | None:
@@ -287,5 +309,7 @@ def render_one(summary: dict[str, Any]) -> str:
     ]
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     verdicts = summary.get("verdicts") or {}
-    lines += [f"  {t['status']:<11} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}" for t in summary["tasks"]]
+    width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
+    lines += [f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}"
+              for t in summary["tasks"]]
     return "\n".join(lines)

@@ -14,7 +14,7 @@ to its last event), so time spent stopped or crashed is not counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from tilth.git.gitops import open_worktree
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
-from tilth.store.prd import load_plan
+from tilth.store.prd import blocked_by, load_plan
 from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
@@ -55,6 +55,14 @@ class TaskTally:
     """(passed, failed) checks of the last attempt; None when no check ran."""
     commit: str = ""
     """The task's commit (or FAILED placeholder) on the branch; "" when there is none."""
+    depends_on: tuple[str, ...] = ()
+    blocked_by: tuple[str, ...] = ()
+    """The failed tasks this pending one waits on (`depends_on`, directly or not): it cannot run."""
+
+    @property
+    def shown_outcome(self) -> str:
+        """The outcome, or `blocked (T-1 failed)` for a pending task a failure blocks."""
+        return f"blocked ({', '.join(self.blocked_by)} failed)" if self.blocked_by else self.outcome
 
 
 @dataclass(frozen=True)
@@ -93,8 +101,19 @@ class SessionTally:
         return sum(t.iterations for t in self.tasks)
 
     @property
+    def blocked(self) -> int:
+        return sum(bool(t.blocked_by) for t in self.tasks)
+
+    @property
     def all_done(self) -> bool:
         return self.done == len(self.tasks)
+
+
+@dataclass(frozen=True)
+class _Node:
+    id: str
+    status: str
+    depends_on: tuple[str, ...]
 
 
 def _parse_ts(ts: str) -> datetime:
@@ -161,16 +180,16 @@ def tally(paths: SessionPaths) -> SessionTally:
     events = EventLog(paths.events).read()
     head, commits = _branch_commits(record.worktree, record.base_commit)
     try:
-        plan = [(t.id, t.title, t.status.value) for t in load_plan(paths.prd)]
+        plan = [(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in load_plan(paths.prd)]
     except BadInput:
         plan = []
-    known = {tid for tid, _, _ in plan}
-    plan += [(c.task_id, c.title, "") for c in commits.values() if c.task_id not in known]
+    known = {tid for tid, _, _, _ in plan}
+    plan += [(c.task_id, c.title, "", ()) for c in commits.values() if c.task_id not in known]
 
     calls = [e for e in events if e.get("type") == "model_call"]
     reasons = _failure_reasons(paths)
     tasks = []
-    for task_id, title, status in plan:
+    for task_id, title, status, depends_on in plan:
         commit = commits.get(task_id)
         outcome = ("failed" if commit.failed else "done") if commit else status
         iterations, verdict, rejections = _verdicts(paths, task_id)
@@ -184,8 +203,10 @@ def tally(paths: SessionPaths) -> SessionTally:
         tasks.append(TaskTally(
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
             tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, rejections=rejections, checks=checks,
-            commit=commit.sha[:7] if commit else "",
+            commit=commit.sha[:7] if commit else "", depends_on=depends_on,
         ))
+    blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
+    tasks = [replace(t, blocked_by=blocked[t.id]) if t.id in blocked else t for t in tasks]
     total = Meter.from_events(calls)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,
