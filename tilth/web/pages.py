@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tilth.views.figures import money, verdict_label
-from tilth.views.status import rows
+from tilth.views.status import rows, task_state
 from tilth.web.assets import CSS, SESSION_JS, SESSIONS_JS
 from tilth.web.data import Attempt, CommitDiff
 
@@ -125,7 +125,7 @@ def tasks(s: dict[str, Any]) -> str:
         if t["id"] == s.get("current_task") and s.get("iteration") and t["status"] == "in_progress":
             iters = f"#{s['iteration']} now"
         out.append(f'<tr data-task="{e(t["id"])}"><td>{e(t["id"])}</td><td>{e(t["title"])}</td>'
-                   f'<td class="status status-{e(t["status"])}">{e(t["status"])}</td>'
+                   f'<td class="status status-{e(t["status"])}">{e(task_state(t))}</td>'
                    f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(v.get("last_verdict", ""))}</td></tr>')
     return "".join(out) + "</tbody></table>"
 
