@@ -79,13 +79,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         # so a service manager keeps tracking it.
         # Without --rescan the supervisor uses its own default (daemon.supervisor.RESCAN_S).
         rescan = [] if args.rescan is None else ["--rescan", str(args.rescan)]
-        argv = [sys.executable, "-m", "tilth.daemon", *rescan]
+        dashboard = [] if args.serve is None else ["--serve", str(args.serve)]
+        argv = [sys.executable, "-m", "tilth.daemon", *rescan, *dashboard]
         os.execv(sys.executable, argv)
     running = control.running_pid(home)
     if running is not None:
         raise control.DaemonLock(home).busy(running)
-    pid = control.start_detached(home, rescan=args.rescan)
+    pid = control.start_detached(home, rescan=args.rescan, serve=args.serve)
     print(f"supervisor started (pid {pid}); log: {control.DaemonPaths(home).log}")
+    if args.serve is not None:
+        where = f"http://127.0.0.1:{args.serve}/" if args.serve else f"a free port (its address: {home / 'serve.json'})"
+        print(f"dashboard: {where} (the supervisor's child; it stops with the supervisor)")
     return 0
 
 
@@ -155,6 +159,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     # the supervisor applies it when --rescan is not given.
     daemon.add_argument("--rescan", type=float, default=None, help="seconds between safety-net rescans")
     daemon.add_argument("--timeout", type=float, default=None, help="with stop: give up waiting after S seconds")
+    daemon.add_argument("--serve", type=int, nargs="?", const=8765, default=None, metavar="PORT",
+                        help="also run the dashboard (`tilth serve` on 127.0.0.1:PORT, default 8765) as the "
+                             "supervisor's child; it stops with the supervisor")
     daemon.set_defaults(handler=cmd_daemon)
 
     stop = sub.add_parser("stop", help="stop a session after its current iteration (resumable)")

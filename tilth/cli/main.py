@@ -9,7 +9,7 @@ import os
 import sys
 
 from tilth.core import VERSION
-from tilth.cli import cmd_daemon, cmd_memory, cmd_plan, cmd_review
+from tilth.cli import cmd_daemon, cmd_digest, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.store.redaction import redact_text
@@ -105,16 +105,27 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise BadInput("--at schedules a start for the supervisor; drop --foreground")
     if args.id is not None and not args.id.strip():
         raise BadInput("--id is empty; pass a session id, or leave --id out for a generated one")
-    prd = Path(args.prd).expanduser()
-    if prd.is_dir():
-        raise BadInput(f"--prd {prd} is a directory; pass the prd.json file inside it")
+    seed = Path(args.seed).expanduser() if args.seed else None
+    if args.prd is None and seed is None:
+        raise BadInput("no plan: pass --prd a prd.json, or --seed the directory `tilth prep` wrote")
+    prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
     if not args.foreground:
         supervisor_sees_keys(tilth_home(), settings)
-    paths = create_session(Path(args.repo).expanduser(), prd, args.id, args.base,
-                           backend_choice(args, settings), settings, args.check, notify=say)
+    plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
+    beside = prd if prd.is_dir() else prd.parent  # a converted plan's seed-meta.json is beside the original
+    if seed is None and plan_file.parent != beside and (beside / "seed-meta.json").is_file():
+        seed = beside
+    try:
+        paths = create_session(Path(args.repo).expanduser(), plan_file, args.id, args.base,
+                               backend_choice(args, settings), settings, args.check, notify=say, seed_dir=seed)
+    finally:
+        done_with_plan()
     print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
+    print(cmd_plan.failure_line(settings), flush=True)
+    if dashboard := cmd_serve.dashboard_line(paths.id):
+        print(dashboard, flush=True)
     if args.foreground:
         return run_foreground(paths.id, resume=False)
     return cmd_daemon.hand_over(paths, "start", resume=False, start_at=start_at)
@@ -237,7 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
     start.add_argument("--repo", required=True, help="the git repository to work on")
-    start.add_argument("--prd", required=True, help="the plan: a JSON array of tasks")
+    start.add_argument("--prd", help="the plan: a JSON array of tasks (a seed-meta.json beside it comes along), or "
+                                      "a Ralph prd.json, GitHub issue export, markdown checklist or directory of "
+                                      "markdown task files (converted, see `tilth import`)")
+    start.add_argument("--seed", metavar="DIR", help="a `tilth prep` output: its seed-meta.json comes along, and "
+                                                     "its prd.json is the plan unless --prd names another")
     start.add_argument("--id", help="session id (default: timestamp + random suffix)")
     start.add_argument("--base", help="revision the session branch starts from (default: HEAD, which must be "
                                        "a clean, attached checkout)")
@@ -271,8 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(handler=cmd_config)
     cmd_memory.register(sub)
     cmd_plan.register(sub)
+    cmd_prep.register(sub)
     cmd_review.register(sub)
     cmd_daemon.register(sub)
+    cmd_digest.register(sub)
+    cmd_serve.register(sub)
     return parser
 
 

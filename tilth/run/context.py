@@ -17,6 +17,7 @@ import pygit2
 
 from tilth.agents.checks import CheckResult
 from tilth.core.config import Settings
+from tilth.core.errors import BadInput
 from tilth.run.conventions import conventions_text
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -25,6 +26,7 @@ from tilth.store.ledger import Case, LedgerEntry
 from tilth.store.prd import Task
 from tilth.store.progress import read_progress
 from tilth.store.prompts import append_prompt
+from tilth.store.seed_meta import SeedMeta, load_seed_meta, seed_meta_path
 from tilth.store.summary import SummarySettings, current_summary
 
 document(
@@ -145,6 +147,27 @@ def prior_verdicts(history: list[LedgerEntry]) -> str:
     return "The reviewer's previous verdicts on this task:\n" + "\n".join(rows)
 
 
+def session_seed(src: Sources) -> SeedMeta | None:
+    """The interview record the session was started with (None: none, or no longer readable)."""
+    try:
+        return load_seed_meta(seed_meta_path(src.paths.dir))
+    except BadInput:
+        return None
+
+
+def seed_block(seed: SeedMeta) -> str:
+    """The curated slice of the planning interview: TL;DR, scope notes, blockers, open questions."""
+    parts = ["Background from the interview that produced this plan (context, not extra work):"]
+    if seed.tldr.strip():
+        parts.append(f"In short: {seed.tldr.strip()}")
+    for heading, rows in (("Scope notes", seed.scope_notes), ("Blockers", seed.blockers),
+                          ("Open questions (undecided: if your task depends on one, choose the simplest "
+                           "reasonable answer and say so in your case)", seed.open_questions)):
+        if rows:
+            parts.append(f"{heading}:\n" + "\n".join(f"- {row}" for row in rows))
+    return "\n".join(parts) if len(parts) > 1 else ""
+
+
 def notes_index(notes: KnowledgeBase) -> str:
     rows = notes.index()
     if not rows:
@@ -194,6 +217,7 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
         ("task", task_block(task), TASK_CHARS),
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
         ("plan", plan_prose(plan, task, s.plan_chars), max(s.plan_chars, 1000)),
+        *([("seed", seed_block(seed), s.seed_chars)] if (seed := session_seed(src)) else []),
         ("journal", journal_or_summary(src), s.journal_chars),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
         ("notes", notes_index(src.notes), s.kb_index_chars),

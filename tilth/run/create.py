@@ -32,6 +32,7 @@ from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths, check_session_id, ensure_home, session_paths, tilth_home
 from tilth.store.jsonio import write_atomic, write_json
 from tilth.store.prd import load_plan
+from tilth.store.seed_meta import FILE_NAME as SEED_META, read_seed_bytes
 from tilth.store.session import BackendChoice, SessionRecord
 
 document({"session_created": "the session dir, branch and worktree were created; data: base, branch"})
@@ -47,12 +48,14 @@ def worktree_name(session_id: str) -> str:
 
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
                    backend: BackendChoice, settings: Settings, checks: list[str] = (),
-                   notify: Callable[[str], None] | None = None) -> SessionPaths:
-    """`notify` gets one line per interrupted creation reclaimed on the way."""
+                   notify: Callable[[str], None] | None = None, seed_dir: Path | None = None) -> SessionPaths:
+    """`notify` gets one line per interrupted creation reclaimed on the way. The `tilth prep` record
+    (seed-meta.json) is taken from `seed_dir`, where it must be, else from beside the plan if there."""
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
     if plan_bytes is None:
         raise BadInput(f"plan file {prd_file} does not exist; pass --prd a prd.json")
     load_plan(prd_file)
+    seed_bytes = seed_meta_bytes(prd_file, seed_dir)
     paths = session_paths(check_session_id(session_id or new_session_id()), tilth_home())
     if paths.dir.exists():
         raise BadInput(f"session {paths.id!r} already exists under {paths.home}; choose another --id")
@@ -88,7 +91,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
                             worktree_name=worktree_name(paths.id), worktree=str(paths.worktree), base=str(base.id))
     try:
         staging = begin(paths.home, intent)
-        make(paths, repo, base, staging, record, plan_bytes, scenario_bytes)
+        make(paths, repo, base, staging, record, plan_bytes, scenario_bytes, seed_bytes)
     except OSError as exc:
         if is_disk_full(exc):
             raise DiskFull(f"{no_space(exc, paths.home)} and run the start again (nothing was created)") from None
@@ -97,7 +100,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
 
 
 def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, staging: Staging, record: SessionRecord,
-         plan_bytes: bytes, scenario_bytes: bytes | None) -> None:
+         plan_bytes: bytes, scenario_bytes: bytes | None, seed_bytes: bytes | None = None) -> None:
     """Branch and worktree, then the session's files in the staging dir, then the rename that makes
     the session exist. Any failure undoes it all, the staging dir (the record of what to undo) last."""
     intent = staging.intent
@@ -111,6 +114,8 @@ def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, stag
         write_atomic(staging.dir / "prd.json", plan_bytes)
         if scenario_bytes is not None:
             write_atomic(staging.dir / "scenario.json", scenario_bytes)
+        if seed_bytes is not None:
+            write_atomic(staging.dir / SEED_META, seed_bytes)
         (staging.dir / "ledger").mkdir()
         (staging.dir / "progress.txt").touch()
         write_json(staging.dir / "session.json", record.model_dump(mode="json"))
@@ -122,6 +127,19 @@ def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, stag
         remove_worktree(repo, intent.branch, intent.worktree_name, paths.worktree)
         staging.discard()
         raise
+
+
+def seed_meta_bytes(prd_file: Path, seed_dir: Path | None) -> bytes | None:
+    """The validated seed-meta.json to copy into the session: `seed_dir`'s (required there), else the
+    one beside the plan, else none."""
+    if seed_dir is None:
+        return read_seed_bytes(prd_file.parent / SEED_META)
+    if not seed_dir.is_dir():
+        raise BadInput(f"--seed {seed_dir} is not a directory; pass the directory `tilth prep` wrote")
+    data = read_seed_bytes(seed_dir / SEED_META)
+    if data is None:
+        raise BadInput(f"--seed {seed_dir} holds no {SEED_META}; pass the directory `tilth prep` wrote")
+    return data
 
 
 def reclaim_interrupted(home: Path) -> list[str]:

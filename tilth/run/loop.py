@@ -21,18 +21,19 @@ from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
+from tilth.run import notifying
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, stage
 from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
-from tilth.run.recovery import reconcile
+from tilth.run.recovery import reconcile, remember
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.learnings import append_learnings
 from tilth.store.ledger import Case, LedgerEntry, Verdict, append_entry, read_entries
 from tilth.store.lock import SessionLock
-from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
+from tilth.store.prd import Task, TaskStatus, blocked_by, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret
 from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
 from tilth.store.summary import SummarySettings, learnings_path, write_summary
@@ -106,6 +107,7 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
         except BaseException as exc:
             if (stopped := stop_reason(exc, paths, run.ws.record.repo)) is None:
                 set_state(paths, SessionState.crashed, pid=None, reason=crash_reason(exc))
+                notifying.crashed(run.ws.events, crash_reason(exc))
                 raise
             stop_after(run, stopped)
             raise stopped from None
@@ -139,6 +141,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     reconcile(ws, unwind_failed=resume)
     set_state(paths, SessionState.running, pid=os.getpid())
     record_transcript(paths, record, backend.label, events)
+    notifying.watch(paths, settings.notify, events, not settings.stop_on_failure)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
@@ -200,18 +203,31 @@ def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     try:
         while (task := pick_next(run)) is not None:
             lock.beat()
-            if not run_task(run, task) and not run.settings.continue_after_failure:
+            if not run_task(run, task) and run.settings.stop_on_failure:
                 break
     except Paused as paused:
         run.paused_until = paused.until
         return SessionState.paused, f"{paused.reason}; the supervisor resumes it at {paused.until}"
     except StopRequested as stop:
         return SessionState.stopped, str(stop) or "stop requested"
-    plan = load_current_plan(run.ws.paths.prd)
+    return end_state(load_current_plan(run.ws.paths.prd), run.settings.stop_on_failure)
+
+
+def end_state(plan: list[Task], stop_on_failure: bool) -> tuple[SessionState, str]:
+    """Nothing is left to run: done, or failed naming the failed tasks and the ones they block."""
     failed = [t.id for t in plan if t.status == TaskStatus.failed]
-    if not failed:
+    blocked = blocked_by(plan)
+    if not failed and not blocked:
         return SessionState.done, ""
-    return SessionState.failed, f"task{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed"
+    reason = f"task{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed" if failed else ""
+    if blocked:
+        reason += ("; " if reason else "") + "blocked: " + ", ".join(
+            f"{tid} ({', '.join(roots)} failed)" for tid, roots in blocked.items())
+    left = sum(t.status == TaskStatus.pending and t.id not in blocked for t in plan)
+    if stop_on_failure and left:
+        reason += (f"; stopped at the first failure (stop_on_failure = true), {left} other "
+                   f"task{'s' if left > 1 else ''} not run")
+    return SessionState.failed, reason
 
 
 def pick_next(run: Run) -> Task | None:
@@ -285,7 +301,7 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
              summary: str) -> Verdict:
     ws = run.ws
     checks = run_checks(run.settings.checks + ws.record.checks, Path(ws.record.worktree), run.settings.tool_timeout,
-                        ws.events, task.id, iteration, run.sandbox)
+                        ws.events, task.id, iteration, run.sandbox, run.settings.script_runs_keep)
     prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
     job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
                         history, ws.events, checks, run.sandbox)
@@ -293,9 +309,11 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
 
 
 def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:
-    """The self-improvement step, a fresh progress summary, then the post_task hooks. Best
-    effort: a provider failure here loses only the proposals, never the task's outcome."""
+    """The outcome's daily memory line, the self-improvement step, a fresh progress summary, then
+    the post_task hooks. Best effort: a provider failure here loses only the proposals, never the
+    task's outcome."""
     ws, s = run.ws, run.settings
+    remember(ws, task.id, task.title, outcome == "done", sha, s)
     if s.self_improvement:
         history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
         prompt = learning_prompt(run.sources, task, outcome, history)

@@ -47,3 +47,18 @@ SUBMIT_VERDICT = _tool("submit_verdict", "Finish the review with your decision."
 
 WORKER_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, GREP, BASH, NOTE_WRITE, NOTE_READ, SUBMIT_CASE]
 EVALUATOR_TOOLS = [READ_FILE, LIST_FILES, GREP, SUBMIT_VERDICT]
+
+LINES = {"type": "array", "items": STR}
+ASK_USER = _tool("ask_user", "Ask the person who wants this work one question; returns their answer. "
+                             "Ask only what the repository cannot tell you.", {"question": STR}, ["question"])
+PLAN_TASK = {"type": "object", "properties": {
+    "id": {**STR, "description": "T-001, T-002, ... in order"}, "title": STR, "description": STR,
+    "acceptance_criteria": {**LINES, "description": "concrete, checkable statements (a command and what it "
+                                                    "prints, a file and what it contains)"}},
+    "required": ["id", "title", "description", "acceptance_criteria"]}
+SUBMIT_PLAN = _tool("submit_plan", "Finish the interview with the plan: tasks in the order they should be done, "
+                                   "each small enough for one commit.",
+                    {"tasks": {"type": "array", "items": PLAN_TASK}, "tldr": STR, "scope_notes": LINES,
+                     "blockers": LINES, "open_questions": LINES}, ["tasks", "tldr"])
+
+PREP_TOOLS = [READ_FILE, LIST_FILES, GREP, ASK_USER, SUBMIT_PLAN]
