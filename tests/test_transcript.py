@@ -3,8 +3,10 @@ check, a kill -9 and a resume, and with tilth's own tool loop (thought, action, 
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+from pathlib import Path
 
 from conftest import task, wait_for_pause
 from fake_openai import ACCEPT, SUBMIT, call, reply
@@ -51,6 +53,13 @@ def test_a_session_with_a_reject_a_check_and_a_kill_reads_as_one_record(sandbox)
     assert verdicts == ["reject", "accept", "accept"]
     assert "  - next step: handle the empty input" in text
     assert len(re.findall(r"^### Outcome\n\ndone: commit [0-9a-f]{40}$", text, re.M)) == 2
+    runs = sorted((sandbox.session_dir("s1") / "runs").glob("run-*/result.json"))
+    assert len(runs) == 3, "each check run (two for T-1, one for T-2 after the resume) left its script artifact"
+    for result in runs:
+        data = json.loads(result.read_text())
+        assert set(data) == {"ok", "runId", "runDir", "scriptPath", "exitCode", "timedOut", "durationMs", "stdout",
+                             "stderr"} and data["ok"] is True and data["exitCode"] == 0
+        assert Path(data["scriptPath"]).read_text().strip() == "test -f a.py || test -f scripted/T-2.md"
     final = text.split("\n## Final\n\n")[-1]
     assert final.startswith("- status: SUCCESS\n- ended_at: ") and "### Message" in final
     assert "Session s1: done" in final and "Next: tilth pr s1" in final
