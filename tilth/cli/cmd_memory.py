@@ -1,4 +1,5 @@
-"""`tilth summarize` and `tilth learnings`: the memory channels a person may want to read."""
+"""`tilth summarize` and `tilth learnings`: the memory channels a person may want to read; `tilth note`:
+the one a person writes."""
 
 from __future__ import annotations
 
@@ -31,7 +32,34 @@ def cmd_learnings(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_note(args: argparse.Namespace) -> int:
+    from tilth.core.errors import BadInput
+    from tilth.store.inbox import MAX_NOTE_CHARS, add_note
+    from tilth.store.prd_peek import peek_plan
+    from tilth.store.session import refuse_archived
+
+    paths, record = pick_session(args.id)
+    refuse_archived(record)
+    text = " ".join(args.text.split()) if args.text else ""
+    if not text:
+        raise BadInput("the note is empty; say what the agents should know, e.g. tilth note s1 \"use the v2 API\"")
+    if len(text) > MAX_NOTE_CHARS:
+        raise BadInput(f"the note is {len(text):,} characters; keep it under {MAX_NOTE_CHARS:,}")
+    if args.task and args.task not in {t.id for t in peek_plan(paths.prd)}:
+        raise BadInput(f"session {paths.id} has no task {args.task!r}; see `tilth status {paths.id}`")
+    note = add_note(paths.dir, text, args.task)
+    scope = f"task {note.task}" if note.task else "every later task"
+    print(f"note {note.id} for session {paths.id} ({scope}): the runner takes it at the next task boundary")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    note = sub.add_parser("note", help="leave a note for a session's agents: taken at the next task boundary and "
+                                       "shown in every later worker and evaluator prompt; never interrupts an iteration")
+    note.add_argument("id", help="the session to note")
+    note.add_argument("text", help="what the agents should know")
+    note.add_argument("--task", metavar="ID", help="only for this task")
+    note.set_defaults(handler=cmd_note)
     summarize = sub.add_parser("summarize", help="regenerate a session's progress summary and print its size")
     summarize.add_argument("id", nargs="?", help=ID_HELP)
     summarize.set_defaults(handler=cmd_summarize)

@@ -74,6 +74,8 @@ class Settings(BaseModel):
     seed_chars: int = Field(1500, ge=0)
     """Budget of the seed channel: the `tilth prep` interview's TL;DR, scope notes, blockers and open
     questions, shown to every worker of a session started from a prep output."""
+    human_notes_chars: int = Field(2000, ge=0)
+    """Budget of the `human notes` channel (`tilth note`): the newest notes are kept."""
     diff_chars: int = Field(60_000, ge=0)
     """Budget of the diff the evaluator sees."""
     summary_recent_tasks: int = Field(3, ge=0)

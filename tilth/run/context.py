@@ -22,6 +22,7 @@ from tilth.run.conventions import conventions_text
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.kb import KnowledgeBase
+from tilth.store.inbox import taken_for
 from tilth.store.ledger import Case, LedgerEntry
 from tilth.store.prd import Task
 from tilth.store.progress import read_progress
@@ -155,6 +156,24 @@ def session_seed(src: Sources) -> SeedMeta | None:
         return None
 
 
+def human_notes(src: Sources, task: Task) -> str:
+    """The notes a person left (`tilth note`) that the runner has taken, for this task or all;
+    the newest are kept within the channel's budget, the oldest counted."""
+    notes = taken_for(src.paths.dir, task.id)
+    if not notes:
+        return ""
+    kept, used = [], 0
+    for note in reversed(notes):
+        row = f"- [{note.at}] " + (f"(for {note.task}) " if note.task else "") + note.text
+        if kept and used + len(row) + 1 > src.settings.human_notes_chars:
+            break
+        kept.append(row)
+        used += len(row) + 1
+    dropped = [f"[... {len(notes) - len(kept)} earlier notes not shown ...]"] if len(kept) < len(notes) else []
+    return "\n".join(["Notes from the person running this session (follow them; newest last):", *dropped,
+                      *reversed(kept)])
+
+
 def seed_block(seed: SeedMeta) -> str:
     """The curated slice of the planning interview: TL;DR, scope notes, blockers, open questions."""
     parts = ["Background from the interview that produced this plan (context, not extra work):"]
@@ -218,6 +237,7 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
         ("plan", plan_prose(plan, task, s.plan_chars), max(s.plan_chars, 1000)),
         *([("seed", seed_block(seed), s.seed_chars)] if (seed := session_seed(src)) else []),
+        *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
         ("journal", journal_or_summary(src), s.journal_chars),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
         ("notes", notes_index(src.notes), s.kb_index_chars),
@@ -231,6 +251,7 @@ def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None
     return assemble(src, "evaluator", task, iteration, [
         ("task", task_block(task), TASK_CHARS),
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
+        *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
         ("case", case_block(case), TASK_CHARS),
         ("diff", "The diff against the branch:\n" + (diff or "(no changes)"), s.diff_chars),
         ("checks", checks_block(checks), TASK_CHARS),

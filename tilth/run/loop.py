@@ -30,6 +30,7 @@ from tilth.run.recovery import reconcile, remember
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
+from tilth.store.inbox import take_unread
 from tilth.store.learnings import append_learnings
 from tilth.store.ledger import Case, LedgerEntry, Verdict, append_entry, read_entries
 from tilth.store.lock import SessionLock
@@ -47,6 +48,8 @@ document(
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
                    "setting, network (on|off: whether the agent's commands reach the network)",
         "task_started": "a task was marked in_progress",
+        "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
+                       "data: count, ids (they reach every later prompt they apply to)",
         "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
         "worker_done": "the worker returned; data: made_case, failed (why its agent process failed, when it did)",
         "verdict": "the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
@@ -240,6 +243,8 @@ def run_task(run: Run, task: Task) -> bool:
     """True when the task ends as a commit, False when it ends as a FAILED placeholder."""
     set_status(run.ws.paths.prd, task.id, TaskStatus.in_progress)
     run.ws.events.emit("task_started", task.id)
+    if notes := take_unread(run.ws.paths.dir):
+        run.ws.events.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
     entry, attempts = None, 0
     while attempts < run.settings.max_iterations_per_task:
         if attempts:

@@ -116,6 +116,7 @@ class Readable:
             "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
                                         + ("; waiting here" if d.get("in_process") else "; the supervisor resumes it"),
             "pause_over": lambda d: "pause over; going on",
+            "notes_taken": lambda d: f"took {d.get('count')} note(s) left with `tilth note`",
             "notify_sent": lambda d: f"notified ({d.get('trigger')})",
             "notify_failed": lambda d: f"notification failed ({d.get('trigger')}): {short(d.get('error'))}",
             "memory_restored": lambda d: f"daily memory line restored for commit {_sha(d)}"
