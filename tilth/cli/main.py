@@ -75,7 +75,7 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
 def supervisor_sees_keys(home: Path, settings: Settings) -> None:
     """Before a session is handed over: a running supervisor lacking a key this shell gives the
     session is refused (keys never travel with a session); other differences are warned of."""
-    from tilth.core.config import keys_in_use
+    from tilth.core.travel import keys_in_use
     from tilth.daemon.control import environment_differences, holder, missing_keys
 
     info = holder(home)
@@ -162,7 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from tilth.store.session import refuse_archived
 
-    from tilth.core.config import keys_in_use, load_settings_with_sources, travelling_fields
+    from tilth.core.config import load_settings_with_sources
+    from tilth.core.travel import keys_in_use, travelling_fields
     from tilth.daemon.transitions import record_settings
 
     paths, record = pick_session(args.id)

@@ -59,7 +59,8 @@ class DaemonLock(HeldLock):
 def environment_view() -> dict[str, str]:
     """The supervisor's TILTH_* environment as `tilth config` compares it with a shell's: values,
     except keys, which appear only as a short one-way fingerprint."""
-    from tilth.core.config import AGENT_KEY_VARIABLES, LOCAL_FIELDS, SECRET_FIELDS, env_name, fingerprint
+    from tilth.core.config import SECRET_FIELDS, env_name, fingerprint
+    from tilth.core.travel import AGENT_KEY_VARIABLES, LOCAL_FIELDS
 
     secret = {env_name(field) for field in (*SECRET_FIELDS, *LOCAL_FIELDS)}
     agents = {name for names in AGENT_KEY_VARIABLES.values() for name in names}
@@ -70,7 +71,8 @@ def environment_view() -> dict[str, str]:
 
 def environment_differences(supervisor: dict) -> list[str]:
     """One line per TILTH_* variable the running supervisor sees differently from this shell."""
-    from tilth.core.config import SUPERVISOR_FIELDS, env_name
+    from tilth.core.config import env_name
+    from tilth.core.travel import SUPERVISOR_FIELDS
 
     theirs, mine = supervisor.get("environment") or {}, environment_view()
     pid, own = supervisor.get("pid", "?"), {env_name(field) for field in SUPERVISOR_FIELDS}
@@ -98,7 +100,7 @@ def _shown(name: str, view: dict[str, str]) -> str:
 def missing_keys(supervisor: dict, needed: list[str]) -> list[str]:
     """The key variables (`TILTH_API_KEY`, `ANTHROPIC_API_KEY`, ...) this shell sets and a session needs, but the
     running supervisor's environment lacks (keys never travel with a session)."""
-    from tilth.core.config import key_variable
+    from tilth.core.travel import key_variable
 
     theirs = supervisor.get("environment") or {}
     return [key_variable(key) for key in needed if key_variable(key) in os.environ and key_variable(key) not in theirs]

@@ -21,10 +21,11 @@ from tilth.agents.preflight import preflight
 from tilth.agents.protocol import make_backend
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
-from tilth.core.config import Settings, keys_in_use, session_view
+from tilth.core.config import Settings
 from tilth.core.diskspace import is_disk_full, no_space
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.core.faults import checkpoint
+from tilth.core.travel import keys_in_use, session_view
 from tilth.git.gitops import (GitError, check_checkout, create_worktree, open_source_repo, reclaim_worktree,
                               remove_worktree, resolve_commit)
 from tilth.store.creating import CreationIntent, Staging, begin, claim_orphans

@@ -16,9 +16,10 @@ from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJ
     make_backend
 from tilth.agents.sandbox import resolve_mode, wrap
 from tilth.core.clock import iso
-from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings, key_variable, with_session_view
+from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
+from tilth.core.travel import key_variable, with_session_view
 from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import notifying

@@ -1,0 +1,74 @@
+"""Which settings travel with a session and which stay with each process, and the keys a
+session needs, by name only: what `tilth start` records in session.json, what every later run
+puts in force over its own settings, and what a supervisor must have before it is handed one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import ValidationError
+
+from tilth.core.config import LEGACY_CONTINUE, SECRET_FIELDS, Settings, _legacy_stop, env_name
+from tilth.core.errors import BadInput
+
+SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attempts", "auto_resume_backoff_s",
+                     "auto_resume_backoff_max_s")
+"""Settings of the supervisor itself; every other non-secret setting travels with a session."""
+
+
+LOCAL_FIELDS = ("notify",)
+"""Settings each process takes from its own environment and config.toml, never recorded with a
+session: notification URLs carry tokens."""
+
+
+def travelling_fields() -> list[str]:
+    return [f for f in Settings.model_fields if f not in SECRET_FIELDS and f not in SUPERVISOR_FIELDS
+            and f not in LOCAL_FIELDS]
+
+
+def session_view(settings: Settings) -> dict[str, object]:
+    """What a session records at `start` (and `resume`) and every later run uses; never a key."""
+    return settings.model_dump(mode="json", include=set(travelling_fields()))
+
+
+AGENT_KEY_VARIABLES = {
+    "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+    "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
+    "aider": ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"),
+}
+"""The credentials each CLI agent reads from its environment (a login on disk needs none)."""
+
+
+def agent_key_variables(settings: Settings) -> list[str]:
+    """The credential variables of the CLI agents in use, plus `agent_pass_env` (for `command`)."""
+    backends = {settings.worker_backend, *settings.evaluator_backends()}
+    names = {name for backend in backends for name in AGENT_KEY_VARIABLES.get(backend, ())}
+    return sorted(names | set(settings.agent_pass_env))
+
+
+def keys_in_use(settings: Settings) -> list[str]:
+    """The keys a session started with, by name only, so a runner without them can say so: key
+    settings (`api_key`) and the CLI agents' credential variables (`ANTHROPIC_API_KEY`) set here."""
+    return [field for field in SECRET_FIELDS if getattr(settings, field)] + \
+        [name for name in agent_key_variables(settings) if os.environ.get(name)]
+
+
+def key_variable(key: str) -> str:
+    """The environment variable that gives a recorded key: `TILTH_API_KEY` for `api_key`."""
+    return env_name(key) if key in SECRET_FIELDS else key
+
+
+def with_session_view(settings: Settings, recorded: dict[str, object]) -> Settings:
+    """This process's settings (its keys, the supervisor's own fields) with the session's
+    recorded ones in force; a recorded value this version no longer knows is ignored."""
+    fields = set(travelling_fields())
+    if LEGACY_CONTINUE in recorded and "stop_on_failure" not in recorded:  # a session started before the change
+        recorded = {**recorded, "stop_on_failure": _legacy_stop(recorded[LEGACY_CONTINUE], "the session's settings")}
+    merged = {**settings.model_dump(), **{k: v for k, v in recorded.items() if k in fields}}
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise BadInput(f"the session's recorded settings are invalid ({error['loc'][0] if error['loc'] else '?'}: "
+                       f"{error['msg']}); fix session.json or resume from a shell with valid settings") from None
