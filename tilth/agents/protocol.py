@@ -18,7 +18,7 @@ from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.store.events import EventLog
 from tilth.store.kb import KnowledgeBase
-from tilth.store.ledger import Case, LedgerEntry, Verdict
+from tilth.store.ledger import Case, LedgerEntry, Question, Verdict
 from tilth.store.prd import Task
 from tilth.store.session import BackendChoice
 
@@ -89,7 +89,7 @@ class LearningJob:
 
 
 class Worker(Protocol):
-    def work(self, job: WorkerJob) -> Case | None:
+    def work(self, job: WorkerJob) -> Case | Question | None:
         """Edit the worktree; return the case for acceptance, or None if it made none."""
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 
 from tilth.core import VERSION
-from tilth.cli import cmd_daemon, cmd_digest, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
+from tilth.cli import cmd_answer, cmd_daemon, cmd_digest, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.store.redaction import redact_text
@@ -286,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="the resolved configuration and where each value came from")
     config.set_defaults(handler=cmd_config)
     cmd_memory.register(sub)
+    cmd_answer.register(sub)
     cmd_plan.register(sub)
     cmd_prep.register(sub)
     cmd_review.register(sub)

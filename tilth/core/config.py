@@ -76,6 +76,9 @@ class Settings(BaseModel):
     questions, shown to every worker of a session started from a prep output."""
     human_notes_chars: int = Field(2000, ge=0)
     """Budget of the `human notes` channel (`tilth note`): the newest notes are kept."""
+    answers_chars: int = Field(4000, ge=0)
+    """Budget of the `answers` channel: a parked task's questions and a person's answers (`tilth answer`),
+    in that task's prompts; the newest are kept."""
     diff_chars: int = Field(60_000, ge=0)
     """Budget of the diff the evaluator sees."""
     summary_recent_tasks: int = Field(3, ge=0)

@@ -21,6 +21,8 @@ POINTS = {
     "after_status": "prd.json says done; the progress line is not written",
     "before_failed_commit": "the last attempt was rejected; the FAILED placeholder is not made",
     "after_failed_commit": "the FAILED placeholder exists; prd.json still says in_progress",
+    "before_parked_commit": "a needs_human entry is in the ledger and its question in answers/; no PARKED placeholder",
+    "after_parked_commit": "the PARKED placeholder exists; prd.json still says in_progress",
     "after_worktree": "`tilth start`: branch and worktree exist; the staging dir holds only the creation record",
     "before_session_dir": "`tilth start`: the staging dir is complete (session.json too) but not renamed into place",
 }

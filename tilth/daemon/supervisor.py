@@ -80,7 +80,8 @@ class Supervisor:
                 policy = queue.AutoResume.from_settings(settings)
                 self._settle_exits(policy, now)
                 seen = self._look()
-                if self._recover(queue.stale(seen), policy, now) | self._requeue_grown(seen):
+                if self._recover(queue.stale(seen), policy, now) | self._requeue_grown(seen) \
+                        | self._requeue_answered(seen):
                     seen = self._look()
                 if not self.stopping:
                     if self._auto_resume(queue.to_auto_resume(now, seen, policy), policy, now) \
@@ -184,6 +185,22 @@ class Supervisor:
                     log.info("session %s: prd.json gained pending tasks; queued again", s.record.id)
                 else:
                     self._plans_seen.pop(s.record.id, None)
+        return changed
+
+    def _requeue_answered(self, seen: list[queue.Seen]) -> bool:
+        """A session that ended `waiting` while its answer came (`tilth answer` met the runner
+        still holding it) is queued again."""
+        changed = False
+        for s in seen:
+            if s.record.state != SessionState.waiting:
+                continue
+            paths = session_paths(s.record.id, self.home)
+            try:
+                if transitions.requeue_answered(paths):
+                    changed = True
+                    log.info("session %s: a parked task was answered; queued again", s.record.id)
+            except (OSError, BadInput):
+                continue
         return changed
 
     def _launch(self, records: list) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from tilth.core.clock import iso_ms
 from tilth.core.errors import BadInput
 from tilth.daemon import queue
+from tilth.store.answers import answered_parked
 from tilth.store.events import EventLog, document, read_events
 from tilth.store.home import SessionPaths
 from tilth.store.lock import SessionLock, read_holder
@@ -19,7 +20,9 @@ from tilth.store.session import SessionRecord, SessionState, load_session, save_
 
 document(
     {
-        "session_queued": "the session was handed to the supervisor; data: reason (start|resume|plan_grew), "
+        "session_queued": "the session was handed to the supervisor; data: reason (start|resume|plan_grew|answer: "
+                          "`tilth answer` on an ended session|answered: the supervisor, for a session that ended "
+                          "waiting while its answer came), "
                           "start_at, resume",
         "session_launched": "the supervisor is starting a runner for the queued session; data: resume",
         "session_crashed": "the session said running but its runner was gone; data: reason, exit_code, "
@@ -176,6 +179,18 @@ def requeue_grown(paths: SessionPaths) -> bool:
         return {"state": SessionState.queued, "start_at": None, "auto_resumes": 0, "auto_resume_at": None}
 
     return change(paths, "supervisor", decide, "session_queued", reason="plan_grew", start_at=None,
+                  resume=False) is not None
+
+
+def requeue_answered(paths: SessionPaths) -> bool:
+    """A session that ended `waiting` while a person answered one of its parked tasks (the runner
+    still held it, so `tilth answer` could not queue it) goes back to the queue."""
+    def decide(record: SessionRecord) -> dict[str, Any] | None:
+        if record.state != SessionState.waiting or not answered_parked(paths.dir, paths.prd):
+            return None
+        return {**queued_for(record, resume=False, start_at=None), "auto_resumes": 0}
+
+    return change(paths, "supervisor", decide, "session_queued", reason="answered", start_at=None,
                   resume=False) is not None
 
 

@@ -48,6 +48,19 @@ def failed_message(session_id: str, task: Task, reason: str, iterations: int, la
     return f"FAILED ({task.id}): {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
 
 
+def parked_message(session_id: str, task: Task, asked_by: str, iterations: int, question: str, context: str) -> str:
+    body = (
+        f"Placeholder for a task waiting for a person's answer (the {asked_by} asked). It holds the partial work;\n"
+        f"`tilth answer {session_id} {task.id} \"...\"` puts the task back, and its retry continues from these edits."
+        f"\n\nQuestion: {question.strip()}"
+    )
+    if context.strip():
+        body += f"\n\nContext: {context.strip()}"
+    trailers = _trailers([(SESSION, session_id), (TASK, task.id), (ITERATIONS, str(iterations)), (OUTCOME, "parked"),
+                          (REASON, f"needs_human ({asked_by})")])
+    return f"PARKED ({task.id}): {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
+
+
 @dataclass(frozen=True)
 class TaskCommit:
     sha: str
@@ -56,6 +69,17 @@ class TaskCommit:
     iterations: int
     reason: str
     title: str
+    parked: bool = False
+    """A PARKED placeholder: the task waits for an answer (never also `failed`)."""
+
+    @property
+    def placeholder(self) -> bool:
+        return self.failed or self.parked
+
+    @property
+    def outcome(self) -> str:
+        """What progress.txt says of it: `done`, `failed:<reason>` or `parked`."""
+        return "parked" if self.parked else "failed:iterations_exhausted" if self.failed else "done"
 
 
 def read_task_commit(commit: pygit2.Commit) -> TaskCommit | None:
@@ -73,6 +97,7 @@ def read_task_commit(commit: pygit2.Commit) -> TaskCommit | None:
         sha=str(commit.id),
         task_id=task_id,
         failed=trailers.get(OUTCOME) == "failed",
+        parked=trailers.get(OUTCOME) == "parked",
         iterations=iterations,
         reason=trailers.get(REASON, ""),
         title=title,

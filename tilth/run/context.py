@@ -19,6 +19,7 @@ from tilth.agents.checks import CheckResult
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.run.conventions import conventions_text
+from tilth.store.answers import exchanges
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.kb import KnowledgeBase
@@ -142,7 +143,7 @@ def prior_verdicts(history: list[LedgerEntry]) -> str:
         evidence = "; ".join(v.evidence)[:400]
         rows.append(f"- attempt {entry.iter}: {v.verdict} ({v.category or 'no category'}). "
                     f"Concern: {v.concern or '-'} Next step: {v.next_step or '-'}"
-                    + (f" Evidence: {evidence}" if evidence else ""))
+                    + (f" Evidence: {evidence}" if evidence else "") + (f" Question: {v.question}" if v.question else ""))
         rows += [f"  - {member.evaluator}: {member.verdict} ({member.category or 'no category'}). "
                  f"Concern: {member.concern or '-'} Next step: {member.next_step or '-'}" for member in v.panel]
     return "The reviewer's previous verdicts on this task:\n" + "\n".join(rows)
@@ -172,6 +173,17 @@ def human_notes(src: Sources, task: Task) -> str:
     dropped = [f"[... {len(notes) - len(kept)} earlier notes not shown ...]"] if len(kept) < len(notes) else []
     return "\n".join(["Notes from the person running this session (follow them; newest last):", *dropped,
                       *reversed(kept)])
+
+
+def answers_given(src: Sources, task: Task) -> str:
+    """The questions asked about this task that a person answered (`tilth answer`), newest kept."""
+    answered = [a for a in exchanges(src.paths.dir, task.id) if a.answer is not None]
+    if not answered:
+        return ""
+    rows = [f"- Question (attempt {a.iter}, asked by the {a.asked_by}): {a.question}\n  Answer: {a.answer}"
+            for a in answered]
+    return newest_within(rows, src.settings.answers_chars,
+                         "A person answered these questions about this task (their answer decides; newest last):")
 
 
 def seed_block(seed: SeedMeta) -> str:
@@ -238,6 +250,7 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
         ("plan", plan_prose(plan, task, s.plan_chars), max(s.plan_chars, 1000)),
         *([("seed", seed_block(seed), s.seed_chars)] if (seed := session_seed(src)) else []),
         *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
+        *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
         ("journal", journal_or_summary(src), s.journal_chars),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
         ("notes", notes_index(src.notes), s.kb_index_chars),
@@ -252,6 +265,7 @@ def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None
         ("task", task_block(task), TASK_CHARS),
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
         *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
+        *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
         ("case", case_block(case), TASK_CHARS),
         ("diff", "The diff against the branch:\n" + (diff or "(no changes)"), s.diff_chars),
         ("checks", checks_block(checks), TASK_CHARS),

@@ -1,5 +1,6 @@
 """The session loop: pick the next pending task, iterate worker -> checks -> evaluator ->
-ledger until accepted or out of attempts, end it as a commit or a FAILED placeholder."""
+ledger until accepted, out of attempts or waiting for a person, end it as a commit, a FAILED
+placeholder or a PARKED one."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from tilth.git.gitops import check_readable, describe_diff, open_worktree, stage
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import notifying
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
-from tilth.run.outcomes import Workspace, commit_done, commit_failed, stage
+from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, stage
+from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile, remember
@@ -33,9 +35,9 @@ from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.inbox import take_unread
 from tilth.store.learnings import append_learnings
-from tilth.store.ledger import Case, LedgerEntry, Verdict, append_entry, read_entries
+from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, append_entry, read_entries, worker_question
 from tilth.store.lock import SessionLock
-from tilth.store.prd import Task, TaskStatus, blocked_by, load_current_plan, next_pending, set_status
+from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret
 from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
 from tilth.store.summary import SummarySettings, learnings_path, write_summary
@@ -52,14 +54,15 @@ document(
         "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
                        "data: count, ids (they reach every later prompt they apply to)",
         "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
-        "worker_done": "the worker returned; data: made_case, failed (why its agent process failed, when it did)",
+        "worker_done": "the worker returned; data: made_case, failed (why its agent process failed, when it did), "
+                       "asked (the question it ended with instead of a case: the task parks)",
         "verdict": "the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
         "session_end": "the loop ended; data: state, exit_code, reason",
         "session_report": "the end-of-session report, also written to report.md; data: text",
     }
 )
 
-EXIT_DONE, EXIT_FAILED, EXIT_STOPPED = 0, 1, 3
+EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, EXIT_WAITING = 0, 1, 3, 5
 NO_CASE = Verdict(verdict="reject", category="no_case", concern="The worker ended its turn without a case.",
                   next_step="Finish the task and make a case for each acceptance criterion.")
 
@@ -115,7 +118,8 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
                 raise
             stop_after(run, stopped)
             raise stopped from None
-        exit_code = {SessionState.done: EXIT_DONE, SessionState.failed: EXIT_FAILED}.get(state, EXIT_STOPPED)
+        exit_code = {SessionState.done: EXIT_DONE, SessionState.failed: EXIT_FAILED,
+                     SessionState.waiting: EXIT_WAITING}.get(state, EXIT_STOPPED)
         finish(run, state, exit_code, reason)
         return exit_code
 
@@ -207,7 +211,7 @@ def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     try:
         while (task := pick_next(run)) is not None:
             lock.beat()
-            if not run_task(run, task) and run.settings.stop_on_failure:
+            if run_task(run, task) == "failed" and run.settings.stop_on_failure:
                 break
     except Paused as paused:
         run.paused_until = paused.until
@@ -217,31 +221,16 @@ def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     return end_state(load_current_plan(run.ws.paths.prd), run.settings.stop_on_failure)
 
 
-def end_state(plan: list[Task], stop_on_failure: bool) -> tuple[SessionState, str]:
-    """Nothing is left to run: done, or failed naming the failed tasks and the ones they block."""
-    failed = [t.id for t in plan if t.status == TaskStatus.failed]
-    blocked = blocked_by(plan)
-    if not failed and not blocked:
-        return SessionState.done, ""
-    reason = f"task{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed" if failed else ""
-    if blocked:
-        reason += ("; " if reason else "") + "blocked: " + ", ".join(
-            f"{tid} ({', '.join(roots)} failed)" for tid, roots in blocked.items())
-    left = sum(t.status == TaskStatus.pending and t.id not in blocked for t in plan)
-    if stop_on_failure and left:
-        reason += (f"; stopped at the first failure (stop_on_failure = true), {left} other "
-                   f"task{'s' if left > 1 else ''} not run")
-    return SessionState.failed, reason
-
-
 def pick_next(run: Run) -> Task | None:
     run.stop.check()
     run.caps.check()
+    take_answers(run.ws)
     return next_pending(load_current_plan(run.ws.paths.prd))
 
 
-def run_task(run: Run, task: Task) -> bool:
-    """True when the task ends as a commit, False when it ends as a FAILED placeholder."""
+def run_task(run: Run, task: Task) -> str:
+    """How the task ended: `done` (a commit), `failed` (a FAILED placeholder) or `parked` (a
+    PARKED placeholder: it waits for a person's answer)."""
     set_status(run.ws.paths.prd, task.id, TaskStatus.in_progress)
     run.ws.events.emit("task_started", task.id)
     if notes := take_unread(run.ws.paths.dir):
@@ -261,10 +250,14 @@ def run_task(run: Run, task: Task) -> bool:
         if entry.verdict.accepted:
             sha = commit_done(run.ws, task, entry, restage=False)
             after_task(run, task, "done", entry.iter, sha)
-            return True
+            return "done"
+        if entry.verdict.parks:
+            sha = commit_parked(run.ws, task, entry)
+            after_task(run, task, "parked", entry.iter, sha)
+            return "parked"
     sha = commit_failed(run.ws, task, entry)
     after_task(run, task, "failed", entry.iter, sha)
-    return False
+    return "failed"
 
 
 def run_iteration(run: Run, task: Task) -> LedgerEntry:
@@ -278,7 +271,13 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     summary = describe_diff(diff)
     verdict = failed or (NO_CASE if case is None else
                          evaluate(run, task, iteration, history, case, diff.patch or "", summary))
-    verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
+    if (checked := no_second_park(ws.paths.dir, task.id, verdict)) is not verdict:
+        ws.events.emit("question_repeated", task.id, iteration, asked_by=verdict.asked_by, question=verdict.question)
+        verdict = checked
+    if not verdict.parks:
+        verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
+    elif not verdict.category or verdict.category == "none":
+        verdict = verdict.model_copy(update={"category": "evaluator_question"})
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
@@ -294,13 +293,16 @@ def worker_turn(run: Run, task: Task, iteration: int,
     job = WorkerJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, history, ws.events,
                     run.sources.notes, run.sandbox, run.hooks)
     try:
-        case = run.backend.worker.work(job)
+        answer = run.backend.worker.work(job)
     except AgentFailed as exc:
         ws.events.emit("worker_done", task.id, iteration, made_case=False, failed=str(exc))
         return None, Verdict(verdict="reject", category="agent_failed", concern=str(exc),
                              next_step="Finish the task; the edits of this attempt are still in the working tree.")
-    ws.events.emit("worker_done", task.id, iteration, made_case=case is not None)
-    return case, None
+    if isinstance(answer, Question):
+        ws.events.emit("worker_done", task.id, iteration, made_case=False, asked=answer.question)
+        return None, worker_question(answer)
+    ws.events.emit("worker_done", task.id, iteration, made_case=answer is not None)
+    return answer, None
 
 
 def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,
@@ -317,10 +319,11 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
 def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:
     """The outcome's daily memory line, the self-improvement step, a fresh progress summary, then
     the post_task hooks. Best effort: a provider failure here loses only the proposals, never the
-    task's outcome."""
+    task's outcome. A parked task has not ended: no memory line, nothing to learn yet."""
     ws, s = run.ws, run.settings
-    remember(ws, task.id, task.title, outcome == "done", sha, s)
-    if s.self_improvement:
+    if outcome != "parked":
+        remember(ws, task.id, task.title, outcome == "done", sha, s)
+    if s.self_improvement and outcome != "parked":
         history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
         prompt = learning_prompt(run.sources, task, outcome, history)
         try:

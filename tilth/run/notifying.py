@@ -1,6 +1,7 @@
 """The runner's notifications: an `EventLog` listener that tells the person who walked away
-(`notify`, apprise URLs) that the session ended (done, failed, stopped, paused), naming a cap
-that stopped it; that a task failed while the session goes on (unless `stop_on_failure`:
+(`notify`, apprise URLs) that the session ended (done, failed, stopped, paused, waiting), naming a
+cap that stopped it; that a task was parked on a question (with the `tilth answer` command); that
+a task failed while the session goes on (unless `stop_on_failure`:
 then the session's end, at once, says it); that a foreground run waits out a usage limit;
 and (`crashed`, called by the loop) that the run crashed. Each attempt is a `notify_sent` /
 `notify_failed` event; nothing here ever stops a run. A runner killed outright is announced by
@@ -16,6 +17,7 @@ from tilth.core.notify import EVENTS, send
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.redaction import register_secret
+from tilth.views.asking import answer_command, question_lines
 from tilth.views.tally import SessionTally, duration, money, resume_command, tally
 
 document(EVENTS)
@@ -64,6 +66,11 @@ class Notifier:
             lines += [f"Session {sid} goes on: {_counts(t)}",
                       f"Next: once it ends, `{resume_command(sid)}` retries {task_id}"]
             self._send("task_failed", f"tilth: task {task_id} failed in {sid}", "\n".join(lines), "failure")
+        elif kind == "task_parked" and task_id:
+            lines = [f"Task {task_id} waits for your answer ({data.get('asked_by', 'worker')} asked):",
+                     str(data.get("question") or ""), f"Answer: {answer_command(sid, task_id)}",
+                     f"Session {sid} goes on with the tasks that do not depend on it."]
+            self._send("task_parked", f"tilth: {task_id} in {sid} needs your answer", "\n".join(lines), "warning")
         elif kind == "session_paused" and data.get("in_process"):
             self._send("session_paused", f"tilth: session {sid} paused until {data.get('until')}",
                        f"{data.get('reason') or 'usage limit'}; the run waits and goes on by itself.\n"
@@ -72,7 +79,7 @@ class Notifier:
             state = str(data.get("state"))
             try:
                 t = tally(self.paths)
-                tasks, body = f" ({t.done}/{len(t.tasks)} tasks)", short_report(t)
+                tasks, body = f" ({t.done}/{len(t.tasks)} tasks)", short_report(t, self.paths)
             except Exception as exc:  # the message still goes out, plainer
                 reason = f" ({data['reason']})" if data.get("reason") else ""
                 tasks, body = "", (f"Session {sid}: {state}{reason}\n(no report: {type(exc).__name__})\n"
@@ -81,6 +88,8 @@ class Notifier:
                 title = f"tilth: session {sid} stopped: cap {self.cap} reached{tasks}"
             elif state == "paused":
                 title = f"tilth: session {sid} paused for a usage limit{tasks}"
+            elif state == "waiting":
+                title = f"tilth: session {sid} waits for your answer{tasks}"
             else:
                 title = f"tilth: session {sid} {state}{tasks}"
             self._send("session_end", title, body, KIND.get(state, "warning"))
@@ -103,16 +112,19 @@ class Notifier:
 
 
 def _counts(t: SessionTally) -> str:
-    pending = len(t.tasks) - t.done - t.failed
-    return f"{t.done}/{len(t.tasks)} tasks done, {t.failed} failed" + (f", {pending} left" if pending else "")
+    pending = len(t.tasks) - t.done - t.failed - t.parked
+    return f"{t.done}/{len(t.tasks)} tasks done, {t.failed} failed" + (f", {t.parked} parked" if t.parked else "") \
+        + (f", {pending} left" if pending else "")
 
 
-def short_report(t: SessionTally) -> str:
+def short_report(t: SessionTally, paths: SessionPaths) -> str:
     """The end report's short lines: no per-task table, only the failed tasks and the next command."""
     lines = [f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""), f"Tasks: {_counts(t)}"]
     lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+    lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
     head = f" at {t.head_commit[:7]}" if t.head_commit else ""
     lines += [f"Cost: {money(t.cost_usd, t.cost_is_lower_bound)}", f"Wall time: {duration(t.wall_seconds)}",
               f"Branch: {t.branch}{head}",
-              f"Next: tilth pr {t.id}" if t.all_done else f"Next: {resume_command(t.id)}"]
+              f"Next: tilth pr {t.id}" if t.all_done else f"Next: {answer_command(t.id, parked[0])}" if parked
+              else f"Next: {resume_command(t.id)}"]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The two ways a task ends, each written in the crash-safe order:
+"""The three ways a task ends, each written in the crash-safe order:
 
     commit (git is the truth)  ->  prd.json status  ->  progress line  ->  event
 
@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import pygit2
 
 from tilth.core.faults import checkpoint
-from tilth.git.commits import done_message, failed_message
+from tilth.git.commits import done_message, failed_message, parked_message
 from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
                               soft_reset, stage_all)
+from tilth.store.answers import record_question
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import LedgerEntry
@@ -37,6 +38,10 @@ document(
         "task_done": "the task is done: commit made, status flipped, progress line written",
         "failed_commit": "a FAILED placeholder was made; data: sha, reason",
         "task_failed": "the task failed: placeholder made, status flipped, progress line written",
+        "parked_commit": "a PARKED placeholder was made; data: sha, asked_by (worker|evaluator), question",
+        "task_parked": "the task waits for a person's answer (`tilth answer`): placeholder made, status flipped, "
+                       "progress line written; the session goes on with tasks that do not depend on it; data: sha, "
+                       "asked_by, question",
     }
 )
 
@@ -116,4 +121,24 @@ def commit_failed(ws: Workspace, task: Task, last: LedgerEntry) -> str:
     set_status(ws.paths.prd, task.id, TaskStatus.failed)
     append_progress(ws.paths.progress, outcome_line(task.id, f"failed:{EXHAUSTED}", last.iter, sha, task.title))
     ws.events.emit("task_failed", task.id, last.iter, sha=sha, reason=reason)
+    return sha
+
+
+def commit_parked(ws: Workspace, task: Task, asking: LedgerEntry) -> str:
+    """The question goes to `answers/<task>.jsonl` first (once per iteration), so the placeholder
+    on the branch always has the question `tilth answer` answers."""
+    verdict = asking.verdict
+    record_question(ws.paths.dir, task.id, asking.iter, verdict.asked_by, verdict.question, verdict.concern)
+    checkpoint("before_parked_commit", task.id)
+    stage(ws, task, asking.iter)
+    message = parked_message(ws.record.id, task, verdict.asked_by, asking.iter, verdict.question, verdict.concern)
+    sha = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
+    ws.tip = sha
+    ws.events.emit("parked_commit", task.id, asking.iter, sha=sha, asked_by=verdict.asked_by,
+                   question=verdict.question)
+    checkpoint("after_parked_commit", task.id)
+    set_status(ws.paths.prd, task.id, TaskStatus.parked)
+    append_progress(ws.paths.progress, outcome_line(task.id, "parked", asking.iter, sha, task.title))
+    ws.events.emit("task_parked", task.id, asking.iter, sha=sha, asked_by=verdict.asked_by,
+                   question=verdict.question)
     return sha

@@ -59,6 +59,11 @@ class Recorder:
             self.transcript.outcome(f"done: commit {data.get('sha')}")
         elif kind == "task_failed":
             self.transcript.outcome(f"FAILED placeholder {data.get('sha')}: {data.get('reason')}")
+        elif kind == "task_parked":
+            self.transcript.outcome(f"PARKED placeholder {data.get('sha')}: waits for a person's answer to "
+                                    f"{data.get('question')!r} (`tilth answer`)")
+        elif kind == "task_answered":
+            self.transcript.outcome(f"answered: {task} is pending again")
         elif kind == "session_end":
             self.ending = (str(data.get("state")), at)
         elif kind == "session_report" and self.ending:

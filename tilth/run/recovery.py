@@ -5,6 +5,8 @@ Run on every start of `tilth run` / `tilth resume`, under the session lock:
    and refuse a branch that no longer holds the base; fold commits an agent made on top;
 2. every task with a commit on the branch gets that outcome in prd.json, and a progress
    line if the kill came before it was written;
+   A PARKED placeholder makes its task `parked` (an answered one goes back to pending at the
+   run's first task boundary, `run/parking.take_answers`);
 3. (resume only) a FAILED placeholder at HEAD is soft-unwound: its edits become
    uncommitted changes and its task goes back to pending; any other failed task (its placeholder
    below later tasks' commits, which a failure no longer stops) goes back to pending too and is
@@ -13,7 +15,8 @@ Run on every start of `tilth run` / `tilth resume`, under the session lock:
    Neither happens while another task's interrupted edits are in the worktree (they would be mixed
    in): that task is recovered first, and the next `tilth resume` retries the failures;
 4. a task left in_progress is either committed (its last verdict was accept; the kill came
-   before the commit) or put back to pending with its worktree edits kept for the retry.
+   before the commit), parked (its last entry asks a question nobody answered yet; the kill came
+   before the PARKED placeholder) or put back to pending with its worktree edits kept for the retry.
 
 Between runs nothing but the user can move the branch, so its tip, after the steps above, is
 what the run's `guard_branch` holds the branch to.
@@ -27,7 +30,9 @@ from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
-from tilth.run.outcomes import EXHAUSTED, Workspace, commit_done, repair_head
+from tilth.run.outcomes import Workspace, commit_done, commit_parked, repair_head
+from tilth.run.parking import still_asking
+from tilth.store.answers import is_answered
 from tilth.store.daily_memory import agent_label, has_line, note, note_outcome, noted
 from tilth.store.events import document
 from tilth.store.ledger import read_entries
@@ -41,6 +46,8 @@ document(
         "status_reconciled": "data.changes: task statuses corrected from the branch",
         "placeholder_unwound": "a FAILED placeholder at HEAD was soft-reset; its edits are uncommitted",
         "accepted_committed": "an accepted task whose commit was interrupted was committed on recovery",
+        "question_parked": "a task whose question was in the ledger when a kill came before its PARKED placeholder "
+                           "was parked on recovery; data: sha",
         "task_requeued": "an interrupted in_progress task went back to pending, worktree edits kept",
         "failed_requeued": "`tilth resume`: a failed task whose FAILED placeholder later commits keep (or that "
                            "another task's interrupted edits share the worktree with) went back to pending; its retry "
@@ -80,8 +87,7 @@ def _restore_progress(ws: Workspace, commits: list[TaskCommit]) -> None:
     for c in commits:
         if c.sha[:7] in known:
             continue
-        outcome = f"failed:{EXHAUSTED}" if c.failed else "done"
-        append_progress(ws.paths.progress, outcome_line(c.task_id, outcome, c.iterations, c.sha, c.title))
+        append_progress(ws.paths.progress, outcome_line(c.task_id, c.outcome, c.iterations, c.sha, c.title))
         ws.events.emit("progress_restored", c.task_id, c.iterations, sha=c.sha)
 
 
@@ -96,7 +102,8 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
     _restore_progress(ws, commits)
     remember_lost(ws, commits)
     latest = {c.task_id: c for c in commits}
-    changes = {tid: TaskStatus.failed if c.failed else TaskStatus.done for tid, c in latest.items()}
+    changes = {tid: TaskStatus.parked if c.parked else TaskStatus.failed if c.failed else TaskStatus.done
+               for tid, c in latest.items()}
     plan = load_plan(ws.paths.prd)
     before = {t.id: t.status for t in plan}
     retrying = _retrying(ws, latest, before)
@@ -132,6 +139,10 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
             sha = commit_done(ws, task, entries[-1])
             ws.events.emit("accepted_committed", task.id, entries[-1].iter, sha=sha)
             note_outcome(ws.paths.dir, ws.paths.home, ws.record.id, task.id, task.title, True, sha, recorded_agent(ws))
+        elif entries and still_asking(ws.paths.dir, task.id, entries[-1]):
+            sha = commit_parked(ws, task, entries[-1])
+            note(ws.paths.dir, [sha])
+            ws.events.emit("question_parked", task.id, entries[-1].iter, sha=sha)
         else:
             set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
             ws.events.emit("task_requeued", task.id)
@@ -141,10 +152,14 @@ def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, Ta
     """Tasks being retried after a FAILED placeholder that later commits keep in the history (a
     failure does not stop the others): the plan says pending or in_progress while their latest
     commit, below the tip, is the placeholder. A placeholder at the tip is a failure whose status
-    write a kill may have cut off, so the branch decides there."""
+    write a kill may have cut off, so the branch decides there; except a PARKED one whose question
+    `tilth answer` answered and put back to pending (the run's first boundary unwinds it)."""
     tip = str(ws.repo.head.target)
-    return {tid for tid, c in latest.items() if c.failed and c.sha != tip
-            and before.get(tid) in (TaskStatus.pending, TaskStatus.in_progress)}
+    below = {tid for tid, c in latest.items() if c.placeholder and c.sha != tip
+             and before.get(tid) in (TaskStatus.pending, TaskStatus.in_progress, TaskStatus.parked)}
+    answered = {tid for tid, c in latest.items() if c.parked and c.sha == tip
+                and before.get(tid) == TaskStatus.pending and is_answered(ws.paths.dir, tid)}
+    return below | answered
 
 
 def remember(ws: Workspace, task_id: str, title: str, done: bool, sha: str, settings: Settings) -> None:
@@ -170,6 +185,9 @@ def remember_lost(ws: Workspace, commits: list[TaskCommit]) -> None:
     agent = recorded_agent(ws)
     for c in commits:
         if c.sha in seen:
+            continue
+        if c.parked:  # not an outcome: the task goes on once answered
+            note(session_dir, [c.sha])
             continue
         made = datetime.fromtimestamp(ws.repo[c.sha].commit_time).astimezone()
         written = not has_line(ws.paths.home, ws.record.id, c.task_id, not c.failed, made)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer, model_validator
 
 from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
@@ -35,10 +35,19 @@ class Case(BaseModel):
         return _without_defaults(handler(self), built_from_output=False)
 
 
-class Verdict(BaseModel):
-    """The evaluator's decision; only `accept` lets a task become a commit."""
+class Question(BaseModel):
+    """What an agent needs a person to decide before the task can go on (`needs_human`)."""
 
-    verdict: Literal["accept", "reject"]
+    question: str = Field(min_length=1, max_length=4000)
+    context: str = Field(default="", max_length=8000)
+
+
+class Verdict(BaseModel):
+    """The evaluator's decision; only `accept` lets a task become a commit. `needs_human` parks
+    the task until a person answers `question` (the worker's question is recorded the same way,
+    category `worker_question`)."""
+
+    verdict: Literal["accept", "reject", "needs_human"]
     category: str = ""
     """Why, in one word: acceptance_gap, weak_test, half_finished, scope_creep, spec_violation, no_case, ..."""
     concern: str = ""
@@ -48,14 +57,39 @@ class Verdict(BaseModel):
     """Which evaluator of a panel said this (`claude`, `openai`, ...); None for a lone evaluator."""
     panel: list[Verdict] = Field(default_factory=list)
     """The decision of an evaluator panel carries every member's own verdict."""
+    question: str = ""
+    """With `needs_human`: what a person must answer before the task goes on."""
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> dict:
-        return _without_defaults(handler(self), evaluator=None, panel=[])
+        return _without_defaults(handler(self), evaluator=None, panel=[], question="")
+
+    @model_validator(mode="after")
+    def _asks(self) -> "Verdict":
+        if self.verdict == "needs_human" and not self.question.strip():
+            raise ValueError("a needs_human verdict needs the question a person must answer")
+        return self
 
     @property
     def accepted(self) -> bool:
         return self.verdict == "accept"
+
+    @property
+    def parks(self) -> bool:
+        """The task waits for a person's answer instead of another attempt."""
+        return self.verdict == "needs_human" and bool(self.question.strip())
+
+    @property
+    def asked_by(self) -> str:
+        return "worker" if self.category == WORKER_QUESTION else "evaluator"
+
+
+WORKER_QUESTION = "worker_question"
+
+
+def worker_question(asked: Question) -> Verdict:
+    """The ledger's record of a worker that ended its turn with a question instead of a case."""
+    return Verdict(verdict="needs_human", category=WORKER_QUESTION, question=asked.question, concern=asked.context)
 
 
 class LedgerEntry(BaseModel):

@@ -29,6 +29,8 @@ class TaskStatus(StrEnum):
     in_progress = "in_progress"
     done = "done"
     failed = "failed"
+    parked = "parked"
+    """Waiting for a person's answer (`tilth answer`); its partial work is a PARKED placeholder."""
 
 
 @dataclass
@@ -134,8 +136,8 @@ def dependency_problem(tasks: list[Any]) -> tuple[int, str] | None:
 
 
 def blocked_by(tasks: list[Any]) -> dict[str, tuple[str, ...]]:
-    """Each pending task that can never run in this session: the failed tasks it waits on,
-    directly or through other tasks (`T-3` after `T-2` after failed `T-1` is blocked by `T-1`).
+    """Each pending task that cannot run now: the failed or parked tasks it waits on, directly or
+    through other tasks (`T-3` after `T-2` after failed `T-1` is blocked by `T-1`).
     `tasks` have `id`, `status` (a `TaskStatus` value) and `depends_on`; unknown ids are ignored."""
     by_id = {t.id: t for t in tasks}
     memo: dict[str, tuple[str, ...]] = {}
@@ -148,7 +150,7 @@ def blocked_by(tasks: list[Any]) -> dict[str, tuple[str, ...]]:
             other = by_id.get(dep)
             if other is None or dep in seen:
                 continue
-            if other.status == TaskStatus.failed:
+            if other.status in (TaskStatus.failed, TaskStatus.parked):
                 found[dep] = None
             elif other.status != TaskStatus.done:
                 found.update(dict.fromkeys(roots(dep, seen | {dep})))
@@ -156,3 +158,9 @@ def blocked_by(tasks: list[Any]) -> dict[str, tuple[str, ...]]:
         return memo[task_id]
 
     return {t.id: r for t in tasks if t.status == TaskStatus.pending and (r := roots(t.id, frozenset({t.id})))}
+
+
+def blocked_label(roots: tuple[str, ...] | list[str], statuses: dict[str, str]) -> str:
+    """`blocked (T-1 failed)`, `blocked (T-2 parked)`: what a blocked task waits on."""
+    return "blocked (" + ", ".join(
+        f"{r} {'parked' if statuses.get(r) == TaskStatus.parked else 'failed'}" for r in roots) + ")"

@@ -47,19 +47,20 @@ EDGE_BYTES = 256
 READ_BYTES = 8 << 20
 CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped",
-               "session_unpaused"}
-"""Written by `tilth start`, `tilth stop` or the supervisor, never by a runner: they do not extend
+               "session_unpaused", "doctor_repaired", "doctor_crashed"}
+"""Written by `tilth start`, `tilth stop`, `tilth doctor --fix` or the supervisor, never by a runner: they do not extend
 a run (a crash noticed an hour later did not run for that hour, nor did a run paused by a usage
 limit run while it waited). `views/tally.running_seconds` too."""
 SAVE_ALWAYS = {"session_started", "session_end", "session_report"}
-SAVE_AT_TASK_END = {"task_done", "task_failed"}
+SAVE_AT_TASK_END = {"task_done", "task_failed", "task_parked"}
 TAIL_BYTES = 64 << 10
 """summary.json holds every task seen, so it grows with the session. At a task's end it is saved
 only once the log has grown past the last save by its own size (and at least TAIL_BYTES): the
 cost of saving stays flat per task however long the session, and the tail a reader folds stays
 short. Never per event: that is the cost it saves."""
 STATES = {"session_created": "created", "session_queued": "queued", "session_started": "running",
-          "session_crashed": "crashed", "session_stopped": "stopped", "session_unpaused": "queued"}
+          "session_crashed": "crashed", "session_stopped": "stopped", "session_unpaused": "queued",
+          "doctor_crashed": "crashed"}
 
 
 @dataclass
@@ -206,7 +207,13 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         t.status, t.sha = ("failed" if kind == "task_failed" else "done"), _text(data.get("sha"))
         if task == r.current_task:
             _close_task(r, ts)
-    elif t is not None and kind in ("commit", "failed_commit", "progress_restored"):
+    elif t is not None and kind in ("task_parked", "question_parked"):
+        t.status, t.sha = "parked", _text(data.get("sha"))
+        if task == r.current_task:
+            _close_task(r, ts)
+    elif t is not None and kind == "task_answered":
+        t.status = "pending"
+    elif t is not None and kind in ("commit", "failed_commit", "parked_commit", "progress_restored"):
         t.sha = _text(data.get("sha"))
     elif t is not None and kind in ("task_requeued", "placeholder_unwound"):
         t.status = "requeued"

@@ -33,7 +33,9 @@ class SessionState(StrEnum):
     `archived` after `tilth cleanse` removed the branch and the worktree. running -> paused when
     the agent hit a usage limit (`paused_until`): a foreground run waits for it in-process, holding
     the session lock; a supervised runner exits and the supervisor queues the session again once
-    that time has come (`tilth resume` sooner, `tilth stop` never)."""
+    that time has come (`tilth resume` sooner, `tilth stop` never). `waiting`: nothing is left to
+    run but parked tasks (and tasks that depend on them): the session waits for `tilth answer`,
+    which queues it again."""
 
     queued = "queued"
     running = "running"
@@ -42,6 +44,7 @@ class SessionState(StrEnum):
     stopped = "stopped"
     crashed = "crashed"
     paused = "paused"
+    waiting = "waiting"
     archived = "archived"
 
 

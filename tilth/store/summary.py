@@ -23,7 +23,7 @@ from tilth.store.prd import Task, TaskStatus, load_plan
 from tilth.store.progress import ProgressLine, read_progress
 
 MARKS = {TaskStatus.done: "done", TaskStatus.failed: "FAILED", TaskStatus.in_progress: "current",
-         TaskStatus.pending: "pending"}
+         TaskStatus.pending: "pending", TaskStatus.parked: "PARKED (waits for an answer)"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,8 @@ def build_summary(paths: SessionPaths, settings: SummarySettings = SummarySettin
     out = ["# Progress summary", "", f"Completed: {done}/{len(plan)} tasks"]
     out.append(f"Current: {current.id} (attempt {attempts(current.id) + 1})" if current else "Current: none")
     out.append("Failed: " + (", ".join(t.id for t in failed) if failed else "none"))
+    if parked := [t.id for t in plan if t.status == TaskStatus.parked]:
+        out.append("Parked (waiting for a person's answer): " + ", ".join(parked))
     learnings = key_learnings(paths, plan, settings.learnings, progress)
     out += ["", "## Key learnings", *([f"- {item}" for item in learnings] or ["- none recorded yet"])]
     out += ["", f"## Recent outcomes (last {settings.recent_tasks})"]

@@ -31,7 +31,7 @@ from tilth.store.jsonio import append_line
 from tilth.store.ledger import Case, Verdict
 
 RESULT_CHARS = 2000
-STATUS = {"done": "SUCCESS", "failed": "FAILED", "stopped": "STOPPED", "paused": "PAUSED", "crashed": "CRASHED"}
+STATUS = {"done": "SUCCESS", "failed": "FAILED", "stopped": "STOPPED", "paused": "PAUSED", "waiting": "WAITING", "crashed": "CRASHED"}
 
 
 def transcript_path(session_dir: Path) -> Path:
@@ -98,4 +98,5 @@ def _verdict_lines(v: Verdict) -> str:
     lines = [f"- {head}" + (f": {v.concern}" if v.concern else "")]
     lines += [f"  - evidence: {e}" for e in v.evidence]
     lines += [f"  - next step: {v.next_step}"] if v.next_step else []
+    lines += [f"  - question for a person: {v.question}"] if v.question else []
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ DEFAULT_SINCE = "24h"
 RELATIVE = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
 UNITS = {"m": "minutes", "h": "hours", "d": "days"}
 NEEDS_STATES = {"stopped", "crashed", "failed", "paused"}
+"""A `waiting` session needs the person too: each parked task is listed with its answer command."""
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
@@ -129,7 +130,8 @@ def session_digest(home: Path, session_id: str, since: datetime, entries: list[E
             needs.append(f"task {tid} failed ({titles[tid]}){concern}")
     parked = sorted({tid for tid, s in statuses.items() if s == "parked"}
                     | {tid for tid, t in roll.tasks.items() if t.status == "parked"})
-    needs.extend(f"task {tid} parked" for tid in parked)
+    needs.extend(f"task {tid} parked, waiting for your answer (`tilth answer {session_id} {tid} \"...\"`)"
+                 for tid in parked)
     if state in NEEDS_STATES:
         until = f" until {view.paused_until}" if state == "paused" and view.paused_until else ""
         needs.append(f"session {state}{until}" + (f": {view.reason}" if view.reason else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
+from tilth.views.asking import answer_command, question_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
 REPORT = "report.md"
@@ -39,12 +40,15 @@ def build_report(paths: SessionPaths) -> str:
     lines = [
         f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""),
         f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed"
-        + (f", {t.blocked} blocked" if t.blocked else ""),
+        + (f", {t.parked} parked" if t.parked else "") + (f", {t.blocked} blocked" if t.blocked else ""),
     ]
     lines += task_table(t) if t.tasks else []
     lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
-    lines += [f"  BLOCKED {task.id} {task.title}: waits on {', '.join(task.blocked_by)}, which failed"
-              for task in t.tasks if task.blocked_by]
+    outcomes = {task.id: task.outcome for task in t.tasks}
+    lines += [f"  BLOCKED {task.id} {task.title}: waits on " + ", ".join(
+        f"{root}, which {'waits for an answer' if outcomes.get(root) == 'parked' else 'failed'}"
+        for root in task.blocked_by) for task in t.tasks if task.blocked_by]
+    lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
     lines += [
         f"Iterations: {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",
@@ -52,7 +56,8 @@ def build_report(paths: SessionPaths) -> str:
         f"Wall time:  {duration(t.wall_seconds)}" + (f" over {t.runs} runs (time stopped not counted)"
                                                      if t.runs > 1 else ""),
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",
-        f"Next: tilth pr {t.id}" if t.all_done else f"Next: {resume_command(t.id)}",
+        f"Next: tilth pr {t.id}" if t.all_done else f"Next: {answer_command(t.id, parked[0])}" if parked
+        else f"Next: {resume_command(t.id)}",
     ]
     return "\n".join(lines) + "\n"
 

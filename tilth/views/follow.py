@@ -33,7 +33,7 @@ from tilth.store.session_peek import SessionState, effective_state, peek_session
 from tilth.views.report import Readable
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3,
-              SessionState.paused: 3}
+              SessionState.paused: 3, SessionState.waiting: 5}
 """Any other state past queued/running (an archived session) ends the wait with 0."""
 EXIT_TIMEOUT = 4
 RECHECK_MS = 500

@@ -25,7 +25,8 @@ TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("
                   "list_files": ("pattern",), "grep": ("pattern", "path"), "note_write": ("name",),
                   "note_read": ("name",)}
 TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
-              "task_requeued", "progress_restored", "learnings_proposed"}
+              "task_requeued", "progress_restored", "learnings_proposed", "task_parked", "task_answered",
+              "question_parked"}
 STRING_FIELD = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
@@ -109,7 +110,8 @@ class Readable:
             "checks_run": lambda d: [_check(r) for r in d.get("results", [])],
             "scripted_step": _scripted,
             "worker_done": lambda d: None if d.get("made_case") else f"worker failed: {short(d['failed'])}"
-                                     if d.get("failed") else "worker ended its turn without making a case",
+                                     if d.get("failed") else f"worker asks a person: {short(d['asked'])}"
+                                     if d.get("asked") else "worker ended its turn without making a case",
             "agent_run": _agent_run,
             "agent_step": lambda d: f"{d.get('role')} {d.get('agent')} {d.get('kind')}"
                                     + (f" {d['name']}" if d.get("name") else "") + f": {short(d.get('text'))}",
@@ -126,6 +128,11 @@ class Readable:
             "failed_commit": lambda d: None,
             "task_done": lambda d: f"done: commit {_sha(d)}",
             "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",
+            "parked_commit": lambda d: None,
+            "task_parked": lambda d: f"PARKED placeholder {_sha(d)}: waits for an answer to {short(d.get('question'))}",
+            "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {_sha(d)}",
+            "task_answered": lambda d: "answered; pending again" + (" (tilth answer)" if d.get("by") == "answer" else ""),
+            "question_repeated": lambda d: f"the {d.get('asked_by')} asked an answered question again: rejected",
             "learnings_proposed": _learnings,
             "head_repaired": lambda d: f"HEAD said {d.get('was')}; pointed back at {d.get('branch')}",
             "branch_repaired": lambda d: f"the branch had been moved (to {_sha(d, 'was')}); set back to "

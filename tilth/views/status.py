@@ -20,10 +20,11 @@ from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd_peek import TaskLine, TaskStatus, blocked_by, peek_plan
+from tilth.store.prd_peek import TaskLine, TaskStatus, blocked_by, blocked_label, peek_plan
 from tilth.store.rollup import Clock, Rollup, load_rollup
 from tilth.store.session_peek import SessionState, SessionView, effective_state, peek_session
 from tilth.views.figures import money, token_count, verdict_label
+from tilth.views.asking import answer_command, open_asks
 
 
 VERDICT_CHARS = 100
@@ -96,6 +97,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "auto_resume_at": record.auto_resume_at,
         "auto_resume_attempts": rollup.auto_resume_attempts,
         "paused_until": record.paused_until,
+        "questions": questions(paths, [t["id"] for t in tasks if t["status"] == TaskStatus.parked]),
         **activity(rollup, live=state == SessionState.running),
     }
     if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
@@ -107,6 +109,7 @@ def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
     """Each task as `--json` shows it; `depends_on` and `blocked_by` (the failed tasks a pending one
     waits on, so it never runs in this session) only when there are any."""
     blocked = blocked_by(plan)
+    statuses = {t.id: t.status for t in plan}
     lines = []
     for t in plan:
         line: dict[str, Any] = {"id": t.id, "title": t.title, "status": t.status}
@@ -114,15 +117,22 @@ def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
             line["depends_on"] = list(t.depends_on)
         if t.id in blocked:
             line["blocked_by"] = list(blocked[t.id])
+            line["blocked"] = blocked_label(blocked[t.id], statuses)
         lines.append(line)
     return lines
 
 
 def task_state(line: dict[str, Any]) -> str:
     """`pending`, `done`, ... or `blocked (T-1 failed)`."""
-    if line.get("blocked_by"):
-        return f"blocked ({', '.join(line['blocked_by'])} failed)"
-    return line["status"]
+    return line.get("blocked") or line["status"]
+
+
+def questions(paths: SessionPaths, parked: list[str]) -> list[dict[str, Any]]:
+    """The open questions of the parked tasks, each with the command that answers it."""
+    return [{"task": task_id, "question": asked.question if asked else None,
+             "asked_by": asked.asked_by if asked else None, "context": asked.context if asked else "",
+             "answered": bool(asked and asked.answer is not None), "command": answer_command(paths.id, task_id)}
+            for task_id, asked in open_asks(paths, parked)]
 
 
 def _reason(record: SessionView, state: str) -> str | None:
@@ -132,7 +142,7 @@ def _reason(record: SessionView, state: str) -> str | None:
     if state == SessionState.crashed and not record.reason:
         return "the process running it died without recording why (killed or lost power)"
     return record.reason if state in (SessionState.stopped, SessionState.crashed, SessionState.failed,
-                                      SessionState.archived, SessionState.paused) else None
+                                      SessionState.archived, SessionState.paused, SessionState.waiting) else None
 
 
 def all_summaries(home: Path) -> list[dict[str, Any]]:
@@ -235,7 +245,7 @@ def render_table(summaries: list[dict[str, Any]], footer: str = "") -> str:
 
 STATE_STYLES = {"running": "bold green", "queued": "cyan", "done": "green", "failed": "bold red",
                 "stopped": "yellow", "crashed": "bold magenta", "archived": "dim",
-                "paused": "blue"}
+                "paused": "blue", "waiting": "bold yellow"}
 
 
 def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
@@ -312,4 +322,10 @@ def render_one(summary: dict[str, Any]) -> str:
     width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
     lines += [f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}"
               for t in summary["tasks"]]
+    for q in summary.get("questions") or []:
+        said = f"({q['asked_by']} asked) {q['question']}" if q["question"] else "(the question was not recorded)"
+        lines.append(f"question {q['task']} {said}")
+        lines += [f"  context: {' '.join(q['context'].split())[:300]}"] if q["context"] else []
+        lines.append("  answered; the runner takes it at its next task boundary" if q["answered"]
+                     else f"  answer:  {q['command']}")
     return "\n".join(lines)

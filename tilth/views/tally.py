@@ -29,6 +29,7 @@ from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
 from tilth.store.prd import blocked_by, load_plan
+from tilth.store.prd_peek import blocked_label
 from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
@@ -57,12 +58,14 @@ class TaskTally:
     """The task's commit (or FAILED placeholder) on the branch; "" when there is none."""
     depends_on: tuple[str, ...] = ()
     blocked_by: tuple[str, ...] = ()
-    """The failed tasks this pending one waits on (`depends_on`, directly or not): it cannot run."""
+    """The failed or parked tasks this pending one waits on (`depends_on`, directly or not): it cannot run."""
+    blocked: str = ""
+    """`blocked (T-1 failed)`, `blocked (T-2 parked)` when `blocked_by`."""
 
     @property
     def shown_outcome(self) -> str:
         """The outcome, or `blocked (T-1 failed)` for a pending task a failure blocks."""
-        return f"blocked ({', '.join(self.blocked_by)} failed)" if self.blocked_by else self.outcome
+        return self.blocked or self.outcome
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,10 @@ class SessionTally:
     @property
     def blocked(self) -> int:
         return sum(bool(t.blocked_by) for t in self.tasks)
+
+    @property
+    def parked(self) -> int:
+        return sum(t.outcome == "parked" for t in self.tasks)
 
     @property
     def all_done(self) -> bool:
@@ -163,7 +170,7 @@ def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, .
         return 0, "", ()
     v = entries[-1].verdict
     rejected = tuple(e.verdict.category if e.verdict.category not in ("", "none") else "unspecified"
-                     for e in entries if not e.verdict.accepted)
+                     for e in entries if not e.verdict.accepted and e.verdict.verdict != "needs_human")
     return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected
 
 
@@ -191,7 +198,9 @@ def tally(paths: SessionPaths) -> SessionTally:
     tasks = []
     for task_id, title, status, depends_on in plan:
         commit = commits.get(task_id)
-        outcome = ("failed" if commit.failed else "done") if commit else status
+        outcome = ("parked" if commit.parked else "failed" if commit.failed else "done") if commit else status
+        if commit and commit.parked and status in ("pending", "in_progress"):
+            outcome = status  # answered: the task is being retried
         iterations, verdict, rejections = _verdicts(paths, task_id)
         checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
@@ -206,7 +215,9 @@ def tally(paths: SessionPaths) -> SessionTally:
             commit=commit.sha[:7] if commit else "", depends_on=depends_on,
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
-    tasks = [replace(t, blocked_by=blocked[t.id]) if t.id in blocked else t for t in tasks]
+    outcomes = {t.id: t.outcome for t in tasks}
+    tasks = [replace(t, blocked_by=blocked[t.id], blocked=blocked_label(blocked[t.id], outcomes)) if t.id in blocked
+             else t for t in tasks]
     total = Meter.from_events(calls)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,

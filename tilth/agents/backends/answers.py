@@ -1,6 +1,8 @@
 """What a CLI agent is asked to end with, and how its answer is read back.
 
-A worker ends by printing its case, an evaluator its verdict, each as one JSON object. Both
+A worker ends by printing its case (or, when only a person can decide how to go on, its
+question: `{"needs_human": {"question": "...", "context": "..."}}`), an evaluator its verdict
+(`needs_human` with a `question` likewise), each as one JSON object. Both
 are read leniently: the last fenced JSON block that validates, else the last bare JSON object
 with the expected key. An agent's final text is its own, so nothing here trusts it further
 than the pydantic models do.
@@ -15,14 +17,17 @@ from typing import TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from tilth.store.ledger import Case, Verdict
+from tilth.store.ledger import Case, Question, Verdict
 
 WORKER_ENDING = (
     "\n\nWhen you have finished (or cannot go further), end your reply by printing exactly one JSON object, "
     "in a ```json fenced block, with your case: "
     '{"summary": "...", "criteria": [{"criterion": "<each acceptance criterion>", "evidence": "<what shows it '
     'is met: commands run and their output, files and lines>"}], "uncertainties": ["..."]}. '
-    "Leave your changes uncommitted."
+    "Leave your changes uncommitted. If the task cannot go on without a person's decision (which API to keep, a "
+    "missing credential, an ambiguous criterion), print instead "
+    '{"needs_human": {"question": "<one question a person can answer>", "context": "<what you found, the '
+    'options>"}}: the task waits for the answer and your edits are kept for the retry.'
 )
 EVALUATOR_ENDING = (
     "\n\nYou are an independent reviewer: do not change any file. Decide whether the change meets every "
@@ -30,7 +35,9 @@ EVALUATOR_ENDING = (
     "End your reply by printing exactly one JSON object, in a ```json fenced block, with your verdict: "
     '{"verdict": "accept" or "reject", "category": "<one word: acceptance_gap, weak_test, half_finished, '
     'scope_creep, spec_violation, ...>", "concern": "<what is wrong, when rejecting>", "evidence": ["<what you '
-    'checked>"], "next_step": "<what the worker should do next, when rejecting>"}.'
+    'checked>"], "next_step": "<what the worker should do next, when rejecting>"}. Only when the criteria '
+    'cannot be judged without a person\'s decision: {"verdict": "needs_human", "question": "<one question>", '
+    '"concern": "<why>"}.'
 )
 LEARNER_ENDING = "\n\nDo not change any file; answer in text only."
 FENCED = re.compile(r"```(?:json)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -43,6 +50,18 @@ Model = TypeVar("Model", bound=BaseModel)
 
 def parse_case(text: str) -> Case | None:
     return _last(text, Case, "summary")
+
+
+class _Asking(BaseModel):
+    needs_human: Question
+
+
+def parse_worker_answer(text: str) -> Case | Question | None:
+    """The worker's case; failing that, its question. A case wins: a worker that made one is judged."""
+    if (case := parse_case(text)) is not None:
+        return case
+    asking = _last(text, _Asking, "needs_human")
+    return asking.needs_human if asking is not None else None
 
 
 def parse_verdict(text: str) -> Verdict | None:

@@ -20,15 +20,15 @@ from typing import Callable, TypeVar
 from tilth.agents.accounting import Meter, Usage, call_cost
 from tilth.agents.backends.agent_process import Finished, run_agent
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader, cut
-from tilth.agents.backends.answers import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case, parse_case,
-                                           parse_verdict, verdict_problem)
+from tilth.agents.backends.answers import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case,
+                                           parse_verdict, parse_worker_answer, verdict_problem)
 from tilth.agents.backends.presets import binary, check_command, launch
 from tilth.agents.protocol import AgentFailed, EvaluationJob, LearningJob, UsageLimited, WorkerJob
 from tilth.agents.sandbox import amend
 from tilth.core.config import Settings
 from tilth.store.events import EventLog, document
 from tilth.store.learnings import parse_proposals
-from tilth.store.ledger import Case, Verdict
+from tilth.store.ledger import Case, Question, Verdict
 
 document({
     "agent_run": "a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
@@ -130,10 +130,10 @@ class CliWorker:
     def __init__(self, name: str, settings: Settings, meter: Meter):
         self.agent = CliAgent(name, settings, meter)
 
-    def work(self, job: WorkerJob) -> Case | None:
+    def work(self, job: WorkerJob) -> Case | Question | None:
         at = Where(job.task.id, job.iteration, job.worktree, job.events, job.sandbox)
-        case, text = self.agent.run("worker", job.prompt + WORKER_ENDING, at, parse_case)
-        return case or built_case(text)
+        answer, text = self.agent.run("worker", job.prompt + WORKER_ENDING, at, parse_worker_answer)
+        return answer or built_case(text)
 
 
 class CliEvaluator:

@@ -14,14 +14,15 @@ from tilth.agents.protocol import EvaluationJob, LearningJob, WorkerJob
 from tilth.core.config import Settings
 from tilth.core.errors import ToolError
 from tilth.store.learnings import parse_proposals
-from tilth.store.ledger import Case, Verdict
+from tilth.store.ledger import Case, Question, Verdict
 from tilth.store.script_runs import runs_dir
 
 WORKER_SYSTEM = (
     "You are a careful software engineer working in a git repository. Do exactly the task you are given, "
     "using the tools to read, edit and run things. Keep changes focused on the task. When every acceptance "
     "criterion is met, call submit_case with a summary and concrete evidence for each criterion "
-    "(commands you ran and what they printed, files and lines)."
+    "(commands you ran and what they printed, files and lines). If the task cannot go on without a person's "
+    "decision, call needs_human with the question instead."
 )
 EVALUATOR_SYSTEM = (
     "You are an independent reviewer. Decide whether the change meets every acceptance criterion of the task. "
@@ -48,7 +49,7 @@ class OpenAIWorker:
     def __init__(self, settings: Settings, meter: Meter):
         self.settings, self.meter = settings, meter
 
-    def work(self, job: WorkerJob) -> Case | None:
+    def work(self, job: WorkerJob) -> Case | Question | None:
         chat = ChatClient("worker", self.settings, self.meter, job.events)
         tools = Toolbox(job.worktree, "worker", job.events, self.settings.tool_timeout, read_only=False,
                         notes=job.notes, sandbox=job.sandbox, hooks=job.hooks,
@@ -62,11 +63,13 @@ class OpenAIWorker:
                 continue
             messages.append(reply.as_message())
             for index, call in enumerate(reply.tool_calls):
-                if call.name == "submit_case":
+                if call.name in ("submit_case", "needs_human"):
+                    model = Case if call.name == "submit_case" else Question
                     try:
-                        return Case.model_validate(parse_arguments(call))
+                        return model.model_validate(parse_arguments(call))
                     except (ToolError, ValidationError) as exc:
-                        result = f"error: the case was not accepted as written: {' '.join(str(exc).split())[:500]}"
+                        what = "case" if model is Case else "question"
+                        result = f"error: the {what} was not accepted as written: {' '.join(str(exc).split())[:500]}"
                 else:
                     result = tools.run(call, job.task.id, job.iteration, None if index else reply.content)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
@@ -109,7 +112,8 @@ class OpenAIEvaluator:
             if len(failures) > self.settings.verdict_retries:
                 break
             retry = (f"Your verdict could not be parsed: {failures[-1]}. Call submit_verdict with verdict "
-                     "(accept|reject), category, concern, evidence (a list) and next_step.")
+                     "(accept|reject|needs_human), category, concern, evidence (a list), next_step and, with "
+                     "needs_human, question.")
             messages.append(reply.as_message())
             for call in reply.tool_calls:
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": f"error: {failures[-1]}"})

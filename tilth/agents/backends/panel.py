@@ -20,6 +20,11 @@ class Panel:
 
 
 def decide(verdicts: list[Verdict], policy: str) -> Verdict:
+    """A member that needs a person's answer parks the task whatever the others say: the question
+    is one only a person can settle, and the answer reaches every member next time."""
+    if asking := next((v for v in verdicts if v.parks), None):
+        return Verdict(verdict="needs_human", category="evaluator_question", question=asking.question,
+                       concern=f"{asking.evaluator}: {asking.concern}".rstrip(": "), panel=verdicts)
     accepts = sum(v.accepted for v in verdicts)
     needed = len(verdicts) if policy == "all" else len(verdicts) // 2 + 1
     tally = f"{accepts} of {len(verdicts)} evaluators accepted ({policy} needed)"

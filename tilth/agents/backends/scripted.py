@@ -8,7 +8,8 @@ Scenario file (JSON):
      "default": [<steps for tasks not listed>]}
 A step: {"write": {path: content}, "delete": [path], "run": [shell command],
          "notes": {name: text}, "case": {...} | null,
-         "verdict": {"verdict": "accept"|"reject", ...}, "learnings": [text]}
+         "needs_human": {"question": ..., "context": ...} | null,
+         "verdict": {"verdict": "accept"|"reject"|"needs_human", "question": ..., ...}, "learnings": [text]}
 Iteration n uses step n (the last step repeats). `{task}` in paths and content is
 replaced by the task id. Commands run in the worktree with TILTH_TASK and TILTH_ITER set,
 confined exactly like a model's `bash` calls (same sandbox, same stripped environment).
@@ -26,7 +27,7 @@ from tilth.agents.tools.shell import agent_env, run_command
 from tilth.core.errors import BadInput
 from tilth.core.faults import checkpoint
 from tilth.store.events import document
-from tilth.store.ledger import Case, CriterionEvidence, Verdict
+from tilth.store.ledger import Case, CriterionEvidence, Question, Verdict
 from tilth.store.session import BackendChoice
 
 LABEL = "scripted (test/demo backend: replays a scenario file, no model is called)"
@@ -48,6 +49,8 @@ class ScriptedStep(BaseModel):
     """What the self-improvement step proposes after the task ends at this step."""
     case: Case | None = Field(default_factory=lambda: Case(summary=""))
     """None makes the worker end its turn without a case; an empty summary is filled in."""
+    needs_human: Question | None = None
+    """The worker ends its turn asking a person this instead of making a case (the task parks)."""
     verdict: Verdict = Field(default_factory=lambda: Verdict(verdict="accept"))
 
 
@@ -84,7 +87,7 @@ class ScriptedWorker:
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
 
-    def work(self, job: WorkerJob) -> Case | None:
+    def work(self, job: WorkerJob) -> Case | Question | None:
         step = self.scenario.step(job.task.id, job.iteration)
         fill = lambda text: text.replace("{task}", job.task.id)  # noqa: E731
         for relative, content in step.write.items():
@@ -102,6 +105,8 @@ class ScriptedWorker:
             written=sorted(step.write), deleted=step.delete, commands=step.run, exit_codes=exit_codes,
         )
         checkpoint("worker", job.task.id)
+        if step.needs_human is not None:
+            return step.needs_human
         if step.case is None:
             return None
         if step.case.summary:

@@ -39,13 +39,22 @@ SUBMIT_CASE = _tool("submit_case", "Finish your turn: summarise the change and g
                     ["summary", "criteria"])
 CATEGORIES = ["none", "acceptance_gap", "weak_test", "half_finished", "scope_creep", "spec_violation",
               "check_failed", "other"]
-SUBMIT_VERDICT = _tool("submit_verdict", "Finish the review with your decision.",
-                       {"verdict": {"type": "string", "enum": ["accept", "reject"]},
+NEEDS_HUMAN = _tool("needs_human", "End your turn without a case because the task cannot go on without a "
+                                   "person's decision (which API to keep, a missing credential, an ambiguous "
+                                   "criterion). The task waits for the answer; your edits are kept for the retry. "
+                                   "Use it only for what the repository and the task cannot tell you.",
+                    {"question": {**STR, "description": "one question a person can answer"},
+                     "context": {**STR, "description": "what you found and the options you see"}},
+                    ["question", "context"])
+SUBMIT_VERDICT = _tool("submit_verdict", "Finish the review with your decision. needs_human (with question) only "
+                                         "when the criteria cannot be judged without a person's decision.",
+                       {"verdict": {"type": "string", "enum": ["accept", "reject", "needs_human"]},
                         "category": {"type": "string", "enum": CATEGORIES}, "concern": STR,
-                        "evidence": {"type": "array", "items": STR}, "next_step": STR},
+                        "evidence": {"type": "array", "items": STR}, "next_step": STR, "question": STR},
                        ["verdict", "category", "concern", "evidence", "next_step"])
 
-WORKER_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, GREP, BASH, NOTE_WRITE, NOTE_READ, SUBMIT_CASE]
+WORKER_TOOLS = [READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES, GREP, BASH, NOTE_WRITE, NOTE_READ, SUBMIT_CASE,
+                NEEDS_HUMAN]
 EVALUATOR_TOOLS = [READ_FILE, LIST_FILES, GREP, SUBMIT_VERDICT]
 
 LINES = {"type": "array", "items": STR}

@@ -1,0 +1,96 @@
+"""A task that waits for a person: the question an iteration ends with, the answers that let
+it go on, and how a session whose remaining tasks all wait ends.
+
+A parked task keeps its partial work in a PARKED placeholder (`outcomes.commit_parked`). Once
+`tilth answer` has answered its last question (`store/answers.py`), the runner puts it back to
+pending at the next task boundary: a placeholder still at HEAD is soft-unwound first, so the
+retry's one commit holds the parked edits; a placeholder below later tasks' commits stays in the
+history and the retry starts from the tip, which holds its edits. The retry's attempts start
+from zero; the answer is a channel of its prompts.
+"""
+
+from __future__ import annotations
+
+from tilth.git.commits import read_task_commit
+from tilth.git.gitops import soft_reset
+from tilth.run.outcomes import Workspace
+from tilth.store.answers import exchanges, is_answered, last_question, same_question
+from tilth.store.events import document
+from tilth.store.ledger import LedgerEntry, Verdict
+from tilth.store.prd import Task, TaskStatus, blocked_by, load_current_plan, set_statuses
+from tilth.store.session import SessionState
+
+document(
+    {
+        "question_repeated": "an agent asked a question already answered for this task; it became a rejection "
+                             "carrying the answer, not a second park; data: asked_by, question",
+    }
+)
+
+
+def take_answers(ws: Workspace) -> list[str]:
+    """Every parked task whose question is answered goes back to pending, and an answered task's
+    PARKED placeholder at HEAD is soft-unwound (`tilth answer` may have flipped the status
+    already); under the session lock, at a task boundary, when the worktree holds no other task's
+    edits."""
+    plan = load_current_plan(ws.paths.prd)
+    answered = [t for t in plan if t.status == TaskStatus.parked and is_answered(ws.paths.dir, t.id)]
+    for task in answered:
+        set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
+        asked = last_question(ws.paths.dir, task.id)
+        ws.events.emit("task_answered", task.id, asked.iter if asked else None,
+                       question=asked.question if asked else "", by="runner")
+    head = read_task_commit(ws.repo.head.peel())
+    if head is not None and head.parked and is_answered(ws.paths.dir, head.task_id) \
+            and any(t.id == head.task_id and t.status in (TaskStatus.pending, TaskStatus.parked) for t in plan):
+        parent = str(ws.repo[head.sha].parents[0].id)
+        soft_reset(ws.repo, parent)
+        ws.tip = parent
+        ws.events.emit("placeholder_unwound", head.task_id, head.iterations, sha=head.sha)
+    return [t.id for t in answered]
+
+
+def still_asking(session_dir, task_id: str, entry: LedgerEntry) -> bool:
+    """The ledger's last entry parks the task and nobody has answered it yet (a retry after the
+    answer starts with that entry still last)."""
+    if not entry.verdict.parks:
+        return False
+    asked = last_question(session_dir, task_id)
+    return not (asked is not None and asked.iter == entry.iter and asked.answer is not None)
+
+
+def no_second_park(session_dir, task_id: str, verdict: Verdict) -> Verdict:
+    """A question already answered for this task is not asked again: it becomes a rejection that
+    carries the answer, so the task cannot wait twice on one question."""
+    if not verdict.parks:
+        return verdict
+    earlier = next((a for a in exchanges(session_dir, task_id)
+                    if a.answer is not None and same_question(a.question, verdict.question)), None)
+    if earlier is None:
+        return verdict
+    return Verdict(verdict="reject", category="asked_before", evaluator=verdict.evaluator, panel=verdict.panel,
+                   concern=f"The {verdict.asked_by} asked again a question a person already answered: "
+                           f"{earlier.question!r} -> {earlier.answer!r}",
+                   next_step="Go on with the task using that answer (it is in the answers channel of the prompt).")
+
+
+def end_state(plan: list[Task], stop_on_failure: bool) -> tuple[SessionState, str]:
+    """Nothing is left to run: done; failed naming the failed tasks and the ones they block; or
+    waiting when what is left waits only on parked tasks."""
+    failed = [t.id for t in plan if t.status == TaskStatus.failed]
+    parked = [t.id for t in plan if t.status == TaskStatus.parked]
+    blocked = blocked_by(plan)
+    if not failed and not blocked and not parked:
+        return SessionState.done, ""
+    reason = f"task{'s' if len(failed) > 1 else ''} {', '.join(failed)} failed" if failed else ""
+    if parked:
+        reason += ("; " if reason else "") + f"waiting for an answer: {', '.join(parked)}"
+    if blocked:
+        reason += ("; " if reason else "") + "blocked: " + ", ".join(
+            f"{tid} ({', '.join(roots)} {'parked' if all(r in parked for r in roots) else 'failed'})"
+            for tid, roots in blocked.items())
+    left = sum(t.status == TaskStatus.pending and t.id not in blocked for t in plan)
+    if stop_on_failure and left:
+        reason += (f"; stopped at the first failure (stop_on_failure = true), {left} other "
+                   f"task{'s' if left > 1 else ''} not run")
+    return (SessionState.failed if failed else SessionState.waiting), reason
