@@ -280,3 +280,62 @@ def reclaim_worktree(git_dir: Path, branch: str, name: str, path: Path, base: st
             ref.delete()
             done.append(f"removed branch {branch}")
     return done
+
+
+def open_repo(path: str | Path) -> pygit2.Repository | None:
+    """The repository at `path`, or None when there is none (gone, or not a git repository)."""
+    try:
+        return pygit2.Repository(str(path))
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+
+
+def chain_from(repo: pygit2.Repository, tip: str, stop_at: str) -> list[pygit2.Commit]:
+    """Commits from `tip` back along first parents to (not including) `stop_at`, newest first:
+    `first_parent_chain` for a branch that no worktree HEAD has to name."""
+    chain = []
+    commit = repo[tip].peel(pygit2.Commit)
+    while str(commit.id) != stop_at:
+        chain.append(commit)
+        if not commit.parents:
+            break
+        commit = commit.parents[0]
+    return chain
+
+
+def commit_at(repo: pygit2.Repository, rev: str) -> pygit2.Commit | None:
+    """The commit a full or short sha names here, or None."""
+    try:
+        return repo.revparse_single(rev).peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError):
+        return None
+
+
+def registered_worktree(repo: pygit2.Repository, name: str) -> str | None:
+    """The path `git worktree list` gives for the worktree `name`, or None when it is not registered."""
+    if name not in repo.list_worktrees():
+        return None
+    return repo.lookup_worktree(name).path
+
+
+def worktree_head(path: Path) -> str | None:
+    """What the HEAD of the worktree at `path` says (`ref: refs/heads/...` or a sha), or None."""
+    repo = open_repo(path)
+    if repo is None:
+        return None
+    try:
+        return (Path(repo.path) / "HEAD").read_text(errors="replace").strip()
+    except FileNotFoundError:
+        return None
+
+
+def readd_worktree(repo: pygit2.Repository, name: str, path: Path, branch: str) -> None:
+    """A session worktree whose directory was deleted, checked out again from its branch at
+    the same path: the stale registration pruned, then the worktree added on the branch."""
+    import shutil
+
+    if name in repo.list_worktrees():
+        repo.lookup_worktree(name).prune(True)
+    shutil.rmtree(worktree_admin_dir(repo, name), ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    repo.add_worktree(name, str(path), repo.branches.local[branch])

@@ -1,0 +1,69 @@
+"""`tilth doctor [id|--all] [--fix] [--json]`: each session's files cross-checked against its branch
+(`run/doctor.py`), and with --fix what git decides repaired (`run/doctor_fix.py`).
+
+Exit 0 when every line is ok, running or repaired; 1 when something is left (without --fix, also
+what --fix would repair); 2 for bad input (an unknown id, an id and --all together)."""
+
+from __future__ import annotations
+
+import argparse
+
+from tilth.cli.pick import ID_HELP
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tilth.core.errors import BadInput
+    from tilth.store.home import all_session_ids, check_session_id, session_paths, tilth_home
+
+    if args.all and args.id:
+        raise BadInput(f"name a session or pass --all, not both: tilth doctor {args.id} or tilth doctor --all")
+    if args.all:
+        ids = all_session_ids()
+        if not ids:
+            raise BadInput("there are no sessions yet; create one with `tilth start`")
+    elif args.id:
+        check_session_id(args.id)
+        if not session_paths(args.id).session_json.is_file():
+            raise BadInput(f"no session {args.id!r} under {tilth_home()}; see `tilth status`, or tilth doctor --all")
+        ids = [args.id]
+    else:
+        from tilth.cli.pick import pick_paths
+
+        ids = [pick_paths(None).id]  # the most recent, said on stderr
+    from tilth.run.doctor import PERSON, PROBLEM, diagnose
+    from tilth.run.doctor_fix import repair
+
+    left = False
+    report = []
+    for sid in ids:
+        paths = session_paths(sid)
+        findings = repair(paths) if args.fix else None
+        if findings is None:  # not asked to fix, or a runner holds the session: only checked
+            findings = diagnose(paths).findings
+        left = left or any(f.level in (PERSON, PROBLEM) for f in findings)
+        for f in findings:
+            if args.json:
+                report.append({"session": sid, "level": f.level, "text": f.text, "fix": f.fix})
+            else:
+                print(f"{sid}  {f.level:<14}  {f.text}", flush=True)
+    if args.json:
+        import json
+
+        print(json.dumps(report, indent=2))
+    return 1 if left else 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    summary = ("cross-check a session's files (prd.json, progress.txt, ledger, journal, session.json, lock, worktree) "
+               "against its branch; --fix repairs what git decides and never deletes work")
+    doctor = sub.add_parser(
+        "doctor", help=summary,
+        description=f"{summary}. One line per finding: ok, repaired, problem (--fix repairs it) or needs a person "
+                    "(with the command to run). Exit 0 when everything is ok or repaired, 1 when anything is left, "
+                    "2 for bad input. --fix takes the session lock: a running session is only checked.")
+    doctor.add_argument("id", nargs="?", help=ID_HELP)
+    doctor.add_argument("--all", action="store_true", help="every session under TILTH_HOME")
+    doctor.add_argument("--fix", action="store_true", help="repair what can be derived from git (as tilth resume "
+                                                           "would); torn lines are moved aside, never dropped")
+    doctor.add_argument("--json", action="store_true", help="the findings as a JSON list")
+    doctor.set_defaults(handler=cmd_doctor)
