@@ -21,7 +21,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "run": {"core", "store", "git", "agents", "views"},
     "daemon": {"core", "store"},
     "web": {"core", "store", "git", "agents", "views"},
-    "cli": {"core", "store", "git", "agents", "views", "run", "daemon", "web"},
+    "dispatch": {"core", "store", "git", "agents", "views", "run"},
+    "cli": {"core", "store", "git", "agents", "views", "run", "daemon", "web", "dispatch"},
 }
 ENTRY_POINTS = {"__init__.py", "__main__.py"}
 

@@ -109,8 +109,11 @@ def daemon_status(home) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
+    from tilth.cli import cmd_dispatch
     from tilth.daemon.handoff import stop_session
 
+    if found := cmd_dispatch.remote_state(args.id):
+        return cmd_dispatch.stop(found, args.id)
     paths, _ = pick_session(args.id)
     print(stop_session(paths, now=args.now))
     return 0
@@ -122,6 +125,10 @@ def cmd_wait(args: argparse.Namespace) -> int:
     from tilth.store.session import SessionState, load_session
     from tilth.views.follow import wait_for
 
+    from tilth.cli import cmd_dispatch
+
+    if args.ids and len(args.ids) == 1 and (found := cmd_dispatch.remote_state(args.ids[0])):
+        return cmd_dispatch.wait(found, args.ids[0], args.timeout)
     sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]
     records = [load_session(p) for p in sessions]
     queued = [r.id for r in records if r.state == SessionState.queued]
@@ -134,8 +141,11 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
+    from tilth.cli import cmd_dispatch
     from tilth.views.follow import logs
 
+    if found := cmd_dispatch.remote_state(args.id):
+        return cmd_dispatch.logs(found, args.id, args.follow, args.all)
     paths = pick_paths(args.id)
     return logs(paths, args.follow, lambda line: print(line, flush=True), last=args.lines, everything=args.all)
 

@@ -9,7 +9,7 @@ import os
 import sys
 
 from tilth.core import VERSION
-from tilth.cli import cmd_answer, cmd_daemon, cmd_digest, cmd_doctor, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
+from tilth.cli import cmd_answer, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.store.redaction import redact_text
@@ -111,13 +111,23 @@ def cmd_start(args: argparse.Namespace) -> int:
     prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
-    if not args.foreground:
+    dispatching = args.dispatch or (settings.dispatch is not None and settings.dispatch.always and not args.foreground)
+    if dispatching and settings.dispatch is None:
+        raise BadInput("--dispatch needs a [dispatch] section in config.toml (broker_url, remote); see the README, "
+                       "\"More than one machine\"")
+    if dispatching and (args.foreground or args.at):
+        raise BadInput("--dispatch hands the session to a worker; drop --foreground and --at")
+    if not dispatching and not args.repo:
+        raise BadInput("no repository: pass --repo PATH (the git repository to work on)")
+    if not args.foreground and not dispatching:
         supervisor_sees_keys(tilth_home(), settings)
     plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
     beside = prd if prd.is_dir() else prd.parent  # a converted plan's seed-meta.json is beside the original
     if seed is None and plan_file.parent != beside and (beside / "seed-meta.json").is_file():
         seed = beside
     try:
+        if dispatching:
+            return cmd_dispatch.start(args, plan_file, seed, backend_choice(args, settings), settings, say)
         paths = create_session(Path(args.repo).expanduser(), plan_file, args.id, args.base,
                                backend_choice(args, settings), settings, args.check, notify=say, seed_dir=seed)
     finally:
@@ -166,6 +176,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tilth.core.travel import keys_in_use, travelling_fields
     from tilth.daemon.transitions import record_settings
 
+    if found := cmd_dispatch.remote_state(args.id):
+        return cmd_dispatch.resume(found, args.id)
     paths, record = pick_session(args.id)
     refuse_archived(record)
     settings, sources = load_settings_with_sources(paths.home)
@@ -199,6 +211,8 @@ def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
 def cmd_status(args: argparse.Namespace) -> int:
     from tilth.store.home import all_session_ids, session_paths, tilth_home
 
+    if found := cmd_dispatch.remote_state(args.id):
+        return cmd_dispatch.status_one(found, args.json)
     if args.id:
         from tilth.views.status import render_one, session_summary
 
@@ -211,7 +225,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.json:
             print("[]")
         else:
-            print(f"{NO_SESSIONS}\n{supervisor_line(home, [])}")
+            print("\n".join([f"{NO_SESSIONS}\n{supervisor_line(home, [])}", *cmd_dispatch.status_lines()]))
         return 0
     cmd_daemon.revive_supervisor(home)  # a supervisor that died, with work waiting: start one
     from tilth.views.status import all_summaries, print_rich_table, render_table
@@ -223,6 +237,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_rich_table(summaries, supervisor_line(home, summaries))
     else:
         print(render_table(summaries, supervisor_line(home, summaries)))
+    if not args.json and (dispatched := cmd_dispatch.status_lines()):
+        print("\n".join(dispatched))
     return 0
 
 
@@ -248,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
-    start.add_argument("--repo", required=True, help="the git repository to work on")
+    start.add_argument("--repo", help="the git repository to work on (with --dispatch: the remote URL or bare "
+                                      "repository every worker reaches; default [dispatch] remote)")
     start.add_argument("--prd", help="the plan: a JSON array of tasks (a seed-meta.json beside it comes along), or "
                                       "a Ralph prd.json, GitHub issue export, markdown checklist or directory of "
                                       "markdown task files (converted, see `tilth import`)")
@@ -262,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--check", action="append", default=[], metavar="CMD",
                        help="a command run before every evaluation; failing blocks acceptance (repeatable)")
     start.add_argument("--foreground", action="store_true", help="run the session in this process")
+    start.add_argument("--dispatch", action="store_true", help="queue it in the broker for a `tilth worker` on any "
+                                                               "machine ([dispatch] in config.toml)")
     start.add_argument("--at", metavar="TIME", help="start no earlier than this ISO-8601 time (local unless it has a zone)")
     start.set_defaults(handler=cmd_start)
 
@@ -294,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_digest.register(sub)
     cmd_serve.register(sub)
     cmd_doctor.register(sub)
+    cmd_dispatch.register(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from tilth.core.dispatching import Dispatch
 from tilth.core.errors import BadInput
 from tilth.core.faults import PAUSE_ENV
 
@@ -204,6 +205,8 @@ class Settings(BaseModel):
     secret_patterns: list[str] = Field(default_factory=list)
     """Regular expressions whose matches are redacted from every session file, in addition to the
     built-in ones for common key formats (env: one per line)."""
+    dispatch: Dispatch | None = None
+    """`[dispatch]`: run sessions on `tilth worker` machines through a broker (`core/dispatching.py`)."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Per-model USD prices per million tokens, used when the provider reports no cost."""
 
@@ -297,7 +300,8 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error["loc"] else "?"
         source = sources.get(field, f"{config_file}")
-        shown = field if field.isprintable() else repr(field)
+        shown = ".".join(str(part) for part in error["loc"]) if len(error["loc"]) > 1 else field
+        shown = shown if shown.isprintable() else repr(shown)
         message = " ".join(str(error["msg"]).split())
         raise BadInput(f"{source}: {shown}: {message}; fix the setting and retry") from None
     return settings, sources

@@ -17,9 +17,9 @@ SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attem
 """Settings of the supervisor itself; every other non-secret setting travels with a session."""
 
 
-LOCAL_FIELDS = ("notify",)
+LOCAL_FIELDS = ("notify", "dispatch")
 """Settings each process takes from its own environment and config.toml, never recorded with a
-session: notification URLs carry tokens."""
+session: notification URLs carry tokens; the broker and remote are each machine's."""
 
 
 def travelling_fields() -> list[str]:

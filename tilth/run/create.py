@@ -49,7 +49,8 @@ def worktree_name(session_id: str) -> str:
 
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
                    backend: BackendChoice, settings: Settings, checks: list[str] = (),
-                   notify: Callable[[str], None] | None = None, seed_dir: Path | None = None) -> SessionPaths:
+                   notify: Callable[[str], None] | None = None, seed_dir: Path | None = None,
+                   home: Path | None = None) -> SessionPaths:
     """`notify` gets one line per interrupted creation reclaimed on the way. The `tilth prep` record
     (seed-meta.json) is taken from `seed_dir`, where it must be, else from beside the plan if there."""
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
@@ -57,7 +58,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
         raise BadInput(f"plan file {prd_file} does not exist; pass --prd a prd.json")
     load_plan(prd_file)
     seed_bytes = seed_meta_bytes(prd_file, seed_dir)
-    paths = session_paths(check_session_id(session_id or new_session_id()), tilth_home())
+    paths = session_paths(check_session_id(session_id or new_session_id()), home or tilth_home())
     if paths.dir.exists():
         raise BadInput(f"session {paths.id!r} already exists under {paths.home}; choose another --id")
     scenario_bytes = None

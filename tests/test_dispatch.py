@@ -1,0 +1,266 @@
+"""More than one machine: sessions queued in a real Redis (RQ) and run by real `tilth worker`
+processes, each with its own TILTH_HOME and clone, sharing a bare git remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from conftest import git, make_repo, task
+from redis_server import RedisServer, redis_bin
+from supervised import wait_until
+
+HELD = "touch {gates}/reached-$TILTH_SESSION_TAG-$TILTH_TASK; " \
+       "while [ ! -e {gates}/go-$TILTH_SESSION_TAG-$TILTH_TASK ]; do sleep 0.05; done"
+
+
+def required() -> str:
+    binary = redis_bin()
+    if binary is None:
+        reason = "redis-server is not installed (`make redis` installs it)"
+        if os.environ.get("TILTH_REQUIRE_REDIS") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(f"TILTH_REQUIRE_REDIS=1 or CI=true, but {reason}", pytrace=False)
+        pytest.skip(reason)
+    return binary
+
+
+class Cluster:
+    def __init__(self, root: Path):
+        self.root = root
+        self.redis = RedisServer(root / "redis", required()).start()
+        self.remote = root / "remote.git"
+        source = make_repo(root / "source")
+        subprocess.run(["git", "init", "-q", "--bare", str(self.remote)], check=True)
+        git(source, "push", "-q", str(self.remote), "HEAD:refs/heads/main")
+        subprocess.run(["git", "--git-dir", str(self.remote), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
+        self.gates = root / "gates"
+        self.gates.mkdir()
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def home(self, name: str) -> Path:
+        home = self.root / name
+        if not home.exists():
+            home.mkdir()
+            (home / "config.toml").write_text(
+                f'[dispatch]\nbroker_url = "{self.redis.url}"\nremote = "{self.remote}"\n'
+                "lease_s = 4\nheartbeat_s = 1\nmaintenance_s = 1\n")
+        return home
+
+    def env(self, name: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+        return {**env, "TILTH_HOME": str(self.home(name)), "TILTH_SANDBOX": "off", "PYTHONUNBUFFERED": "1"}
+
+    def tilth(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tilth", *args], env=self.env(name), capture_output=True,
+                              text=True, timeout=timeout, cwd=self.root)
+
+    def worker(self, name: str) -> subprocess.Popen:
+        log = open(self.root / f"{name}.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "tilth", "worker"], env=self.env(name), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root)
+        self.workers[name] = proc
+        return proc
+
+    def kill(self, name: str) -> None:
+        """The machine dies: the worker, its RQ worker, the job's process and the agent, all at once."""
+        proc = self.workers.pop(name)
+        family, look = [], [proc.pid]
+        while look:  # every descendant: each RQ worker and the agents run in sessions of their own
+            pid = look.pop()
+            family.append(pid)
+            look += [int(c) for c in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                                    text=True).stdout.split()]
+        for pid in family:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+    def start(self, sid: str, tasks: int = 3, held: str | None = None, home: str = "h0") -> None:
+        plan = self.root / f"{sid}-prd.json"
+        plan.write_text(json.dumps([task(f"T-{n}") for n in range(1, tasks + 1)]))
+        args = ["start", "--dispatch", "--prd", str(plan), "--id", sid, "--backend", "scripted"]
+        if held:
+            command = HELD.format(gates=self.gates).replace("$TILTH_SESSION_TAG", sid)
+            scenario = self.root / f"{sid}-scenario.json"
+            scenario.write_text(json.dumps({"tasks": {held: [{"write": {"{task}.txt": "{task}\n"}, "run": [command]}]}}))
+            args += ["--scenario", str(scenario)]
+        result = self.tilth(home, *args)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"session {sid} dispatched" in result.stdout
+
+    def reached(self, sid: str, task_id: str, timeout: float = 60) -> None:
+        wait_until(self.gates, (self.gates / f"reached-{sid}-{task_id}").exists, f"{sid} to reach {task_id}",
+                   timeout)
+
+    def release(self, sid: str, task_id: str) -> None:
+        (self.gates / f"go-{sid}-{task_id}").touch()
+
+    def commits(self, sid: str) -> list[tuple[str, str]]:
+        out = git(self.remote, "log", "--reverse", "--format=%(trailers:key=Tilth-Task,valueonly,separator=)%x1f"
+                  "%(trailers:key=Tilth-Outcome,valueonly,separator=)", f"main..session/{sid}")
+        return [tuple(part.strip() for part in line.split("\x1f")) for line in out.splitlines() if line.strip()]
+
+    def file(self, sid: str, path: str) -> str:
+        return git(self.remote, "show", f"refs/tilth/sessions/{sid}:{path}")
+
+    def wait(self, sid: str, timeout: float = 120, home: str = "h9") -> subprocess.CompletedProcess:
+        return self.tilth(home, "wait", sid, "--timeout", str(timeout), timeout=timeout + 30)
+
+    def ran_on(self, sid: str) -> list[str]:
+        return sorted(name for name in self.workers_seen() if (self.root / name / "sessions" / sid).is_dir())
+
+    def workers_seen(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.name.startswith("w") and p.is_dir())
+
+    def cleanup(self) -> None:
+        for name in list(self.workers):
+            self.kill(name)
+        self.redis.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.cleanup()
+
+
+THREE = [("T-1", ""), ("T-2", ""), ("T-3", "")]
+
+
+@pytest.mark.timeout(300)
+def test_six_sessions_complete_across_three_workers_with_one_commit_per_task(cluster):
+    for name in ("w1", "w2", "w3"):
+        cluster.worker(name)
+    sessions = [f"s{n}" for n in range(1, 7)]
+    for sid in sessions:
+        cluster.start(sid)
+    for sid in sessions:
+        waited = cluster.wait(sid)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert cluster.commits(sid) == THREE, sid
+        assert len(cluster.ran_on(sid)) == 1, "no session ran twice"
+        assert cluster.file(sid, "session.json") and json.loads(cluster.file(sid, "session.json"))["state"] == "done"
+    used = {name for sid in sessions for name in cluster.ran_on(sid)}
+    assert len(used) >= 2, f"the sessions ran on {used} only"
+    status = cluster.tilth("h9", "status")
+    assert all(f"  {sid}  done" in status.stdout for sid in sessions), status.stdout
+    logs = cluster.tilth("h9", "logs", "s1")
+    assert "[T-3] done: commit" in logs.stdout and "session done" in logs.stdout
+
+
+@pytest.mark.timeout(400)
+def test_a_worker_killed_mid_task_hands_its_session_to_another_with_the_ledger_intact(cluster):
+    cluster.worker("w1")
+    cluster.start("k", held="T-2")
+    cluster.reached("k", "T-2")
+    assert cluster.commits("k") == [("T-1", "")], "T-1's commit was pushed at its task boundary"
+    cluster.worker("w2")
+    cluster.kill("w1")
+    cluster.release("k", "T-2")
+    waited = cluster.wait("k", timeout=240)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("k") == THREE, "exactly one commit per task, none lost, none twice"
+    for tid in ("T-1", "T-2", "T-3"):
+        ledger = [json.loads(line) for line in cluster.file("k", f"ledger/{tid}.jsonl").splitlines()]
+        assert [e["iter"] for e in ledger] == [1] and ledger[0]["verdict"]["verdict"] == "accept", tid
+    progress = [line.split("\t")[1:3] for line in cluster.file("k", "progress.txt").splitlines()]
+    assert progress == [["T-1", "done"], ["T-2", "done"], ["T-3", "done"]]
+    events = [json.loads(line) for line in cluster.file("k", "events.jsonl").splitlines()]
+    assert sum(e["type"] == "session_started" for e in events) == 2, "two runs: the dead worker's and the takeover"
+    assert cluster.ran_on("k") == ["w1", "w2"]
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
+    client = redis.Redis.from_url(cluster.redis.url)
+    client.set("tilth:lease:l1", "another-machine:1:abcd", px=120_000)
+    cluster.worker("w1")
+    cluster.start("l1")
+    log = cluster.root / "w1.log"
+    wait_until(cluster.root, lambda: log.exists() and b"Job OK" in log.read_bytes(), "the job to end", 60)
+    assert cluster.commits("l1") == [], "nothing ran"
+    assert not (cluster.root / "w1" / "sessions" / "l1").exists()
+    assert client.get("tilth:lease:l1") == b"another-machine:1:abcd", "the holder's lease is untouched"
+
+    client.delete("tilth:lease:l1")
+    resumed = cluster.tilth("h9", "resume", "l1")
+    assert resumed.returncode == 0 and "queued again" in resumed.stdout, resumed.stderr
+    assert cluster.wait("l1").returncode == 0
+    assert cluster.commits("l1") == THREE
+
+
+@pytest.mark.timeout(120)
+def test_stop_from_a_third_machine_stops_the_remote_session(cluster):
+    cluster.worker("w1")
+    cluster.start("t1", held="T-1")
+    cluster.reached("t1", "T-1")
+    stopped = cluster.tilth("h9", "stop", "t1")
+    assert stopped.returncode == 0 and "asked its worker" in stopped.stdout, stopped.stdout + stopped.stderr
+    cluster.release("t1", "T-1")
+    waited = cluster.wait("t1")
+    assert waited.returncode == 3, waited.stdout + waited.stderr
+    assert cluster.commits("t1") == [("T-1", "")], "the iteration under way finished; nothing after it ran"
+    record = json.loads(cluster.file("t1", "session.json"))
+    assert record["state"] == "stopped" and "tilth stop" in record["reason"]
+
+
+@pytest.mark.timeout(200)
+def test_a_broker_restarted_mid_run_loses_no_session(cluster):
+    cluster.worker("w1")
+    cluster.start("r1", held="T-2")
+    cluster.reached("r1", "T-2")
+    cluster.start("r2")  # queued behind r1: only one worker slot
+    cluster.redis.restart()
+    cluster.release("r1", "T-2")
+    for sid in ("r1", "r2"):
+        waited = cluster.wait(sid, timeout=150)
+        assert waited.returncode == 0, sid + waited.stdout + waited.stderr
+        assert cluster.commits(sid) == THREE, sid
+    logs = cluster.tilth("h9", "logs", "r1").stdout
+    assert logs.count("[T-3] done: commit") == 1, "the mirror caught up after the outage, without repeats"
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_shut_down_hands_its_session_back_to_the_queue(cluster):
+    cluster.worker("w1")
+    cluster.start("h1", held="T-2")
+    cluster.reached("h1", "T-2")
+    cluster.worker("w2")
+    leaving = cluster.workers.pop("w1")
+    leaving.send_signal(signal.SIGTERM)
+    cluster.release("h1", "T-2")
+    assert leaving.wait(60) == 0
+    waited = cluster.wait("h1")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("h1") == THREE
+    assert cluster.ran_on("h1") == ["w1", "w2"], "w1 stopped at a safe point and w2 went on"
+    events = [json.loads(line) for line in cluster.file("h1", "events.jsonl").splitlines()]
+    assert [e["data"]["state"] for e in events if e["type"] == "session_end"] == ["stopped", "done"]
+
+
+def test_dispatch_without_a_broker_is_refused_in_one_line(tmp_path, sandbox):
+    plain = sandbox.tilth("worker")
+    assert plain.returncode == 2 and "needs a [dispatch] section" in plain.stderr
+    plan = sandbox.write_json("p.json", [task("T-1")])
+    started = sandbox.tilth("start", "--dispatch", "--prd", str(plan), "--backend", "scripted")
+    assert started.returncode == 2 and "--dispatch needs a [dispatch] section" in started.stderr
+    sandbox.home.mkdir(exist_ok=True)
+    (sandbox.home / "config.toml").write_text('[dispatch]\nbroker_url = "redis://127.0.0.1:1/0"\nremote = "/nowhere"\n')
+    down = sandbox.tilth("worker")
+    assert down.returncode == 2 and "is unreachable" in down.stderr and len(down.stderr.strip().splitlines()) == 1
+    (sandbox.home / "config.toml").write_text('[dispatch]\nbroker_url = "http://x"\nremote = "/nowhere"\n')
+    bad = sandbox.tilth("worker")
+    assert bad.returncode == 2 and "broker_url" in bad.stderr and "Redis URL" in bad.stderr
+    assert not (sandbox.home / "sessions").exists() or not any((sandbox.home / "sessions").iterdir())

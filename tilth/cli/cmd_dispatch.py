@@ -1,0 +1,191 @@
+"""`tilth worker`, and `start/status/logs/wait/stop/resume` for sessions dispatched through the
+broker (`[dispatch]` in config.toml): a session not on this machine is looked up there."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from tilth.core.errors import BadInput
+
+WAIT_EXIT = {"done": 0, "failed": 1, "stopped": 3, "crashed": 3, "waiting": 5}
+
+
+def dispatch_settings():
+    """`[dispatch]` from config.toml; a config without the word is answered without loading settings."""
+    from tilth.store.home import tilth_home
+
+    config = tilth_home() / "config.toml"
+    try:
+        if b"dispatch" not in config.read_bytes():
+            return None
+    except OSError:
+        return None
+    from tilth.core.config import load_settings
+
+    return load_settings(tilth_home()).dispatch
+
+
+def broker_or_none():
+    """The broker when `[dispatch]` is configured, else None."""
+    dispatch = dispatch_settings()
+    if dispatch is None:
+        return None
+    from tilth.dispatch.broker import Broker
+
+    return Broker(dispatch)
+
+
+def remote_state(session_id: str | None) -> tuple[Any, dict] | None:
+    """(broker, state) for a session this machine does not have but the broker knows."""
+    if not session_id:
+        return None
+    from tilth.store.home import session_paths
+
+    if (session_paths(session_id).dir / "session.json").is_file():
+        return None
+    broker = broker_or_none()
+    if broker is None:
+        return None
+    from tilth.dispatch.broker import BrokerDown
+
+    try:
+        state = broker.state(session_id)
+    except BrokerDown as exc:
+        raise BadInput(f"the broker {broker.dispatch.broker_url} is unreachable ({exc}); start it or fix "
+                       "[dispatch] broker_url") from None
+    return (broker, state) if state is not None else None
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from tilth.dispatch.broker import BrokerDown
+
+    broker = broker_or_none()
+    if broker is None:
+        raise BadInput("`tilth worker` needs a [dispatch] section in config.toml (broker_url, remote); see the "
+                       "README, \"More than one machine\"")
+    if args.concurrency < 1:
+        raise BadInput("--concurrency must be at least 1")
+    try:
+        broker.redis.ping()
+    except BrokerDown as exc:
+        raise BadInput(f"the broker {broker.dispatch.broker_url} is unreachable ({exc}); start it first") from None
+    from tilth.dispatch.workers import serve
+
+    print(f"tilth worker: {args.concurrency} worker(s) on queue {broker.dispatch.queue!r} of "
+          f"{broker.dispatch.broker_url}", flush=True)
+    return serve(args.concurrency)
+
+
+def start(args: argparse.Namespace, plan, seed, backend, settings, say) -> int:
+    from tilth.dispatch.submit import start_dispatched
+
+    remote = args.repo or settings.dispatch.remote
+    paths = start_dispatched(remote, plan, args.id, args.base, backend, settings, args.check, seed, say)
+    print(f"session {paths.id} dispatched to queue {settings.dispatch.queue!r} (remote {remote}); "
+          f"a `tilth worker` runs it")
+    print(f"  follow it:    tilth logs {paths.id} -f")
+    print(f"  wait for it:  tilth wait {paths.id}")
+    return 0
+
+
+def status_one(found: tuple[Any, dict], as_json: bool) -> int:
+    broker, state = found
+    if as_json:
+        import orjson
+
+        print(orjson.dumps(state).decode())
+        return 0
+    lines = [f"session {state.get('id') or '?'}: {state.get('state')} ({state.get('progress', '?')} done), "
+             f"dispatched" + (f", on {state['worker']}" if state.get("worker") else "")]
+    if state.get("reason"):
+        lines.append(f"reason   {state['reason']}")
+    lines += [f"branch   {state.get('branch', '')} on {state.get('remote', '')}"]
+    lines += [f"  {t['status']:<11} {t['id']}: {t['title']}" for t in state.get("tasks", [])]
+    print("\n".join(lines))
+    return 0
+
+
+def status_lines() -> list[str]:
+    """The dispatched sessions, one line each, for `tilth status` (none without [dispatch])."""
+    broker = broker_or_none()
+    if broker is None:
+        return []
+    from tilth.dispatch.broker import BrokerDown
+
+    try:
+        ids = broker.session_ids()
+        states = [(i, broker.state(i) or {}) for i in ids]
+    except BrokerDown as exc:
+        return [f"dispatched: the broker {broker.dispatch.broker_url} is unreachable ({exc})"]
+    if not states:
+        return []
+    return ["dispatched sessions (broker):"] + [
+        f"  {i}  {s.get('state', '?'):<8} {s.get('progress', '?'):>5}  {s.get('current') or '-':<8} "
+        f"{s.get('worker') or '-'}" for i, s in states]
+
+
+def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool) -> int:
+    from tilth.views.report import Readable
+
+    broker, _ = found
+    readable = Readable(everything=everything)
+    after = "-"
+    for entry_id, event in broker.events(session_id):
+        after = entry_id
+        for line in readable.lines(event):
+            print(line, flush=True)
+    while follow:
+        state = broker.state(session_id) or {}
+        for entry_id, event in broker.events(session_id, after, block_ms=1000):
+            after = entry_id
+            for line in readable.lines(event):
+                print(line, flush=True)
+        if state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id):
+            break
+    return 0
+
+
+def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int:
+    broker, _ = found
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        state = broker.state(session_id) or {}
+        if state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id):
+            print(f"session {session_id}: {state['state']}" + (f" ({state['reason']})" if state.get("reason") else ""))
+            return WAIT_EXIT[state["state"]]
+        if deadline is not None and time.monotonic() > deadline:
+            print(f"session {session_id}: still {state.get('state')} after {timeout:g}s", file=sys.stderr)
+            return 4
+        broker.events(session_id, "$", block_ms=1000)
+
+
+def stop(found: tuple[Any, dict], session_id: str) -> int:
+    broker, state = found
+    broker.request_stop(session_id)
+    holder = broker.lease_holder(session_id)
+    if holder:
+        print(f"session {session_id}: asked its worker ({holder}) to stop after the current iteration; "
+              f"`tilth wait {session_id}` waits for it")
+    else:
+        print(f"session {session_id} was {state.get('state')}; it is stopped when a worker takes it "
+              f"(`tilth resume {session_id}` queues it again)")
+    return 0
+
+
+def resume(found: tuple[Any, dict], session_id: str) -> int:
+    from tilth.dispatch.submit import resume_dispatched
+
+    broker, _ = found
+    job = resume_dispatched(broker, session_id)
+    print(f"session {session_id} queued again for a worker (job {job})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    worker = sub.add_parser("worker", help="run dispatched sessions on this machine ([dispatch] in config.toml): "
+                                           "RQ workers taking jobs from the broker")
+    worker.add_argument("--concurrency", type=int, default=1, help="sessions this machine runs at once (default 1)")
+    worker.set_defaults(handler=cmd_worker)

@@ -1,0 +1,38 @@
+"""`[dispatch]` in config.toml: sessions run by `tilth worker` processes on any machine through
+a Redis broker (RQ), instead of by this machine's supervisor. Absent: everything stays local."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Dispatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    broker_url: str = Field(min_length=1)
+    """The Redis every machine reaches, e.g. `redis://127.0.0.1:6379/0` (run it with `appendonly yes`
+    so a restart loses no queued session)."""
+    remote: str = Field(min_length=1)
+    """The git remote every machine can reach (a URL or a bare repository path): session branches
+    and the sessions' files (`refs/tilth/sessions/<id>`) are pushed there."""
+    queue: str = Field("tilth", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """The RQ queue name (one per team or pool of workers)."""
+    lease_s: float = Field(30.0, ge=2, le=3600)
+    """A worker holds a session by a lease in the broker that it renews every third of this; a
+    worker that dies loses it after this long."""
+    heartbeat_s: int = Field(10, ge=1, le=600)
+    """How often a worker tells RQ its job is alive; RQ gives up on a silent job this plus 60 s later
+    and hands it to another worker."""
+    maintenance_s: int = Field(30, ge=1, le=3600)
+    """How often each worker looks for jobs whose worker died (RQ's maintenance interval)."""
+    always: bool = False
+    """`tilth start` dispatches without `--dispatch` (`--foreground` still runs here)."""
+    takeovers: int = Field(10, ge=0, le=1000)
+    """How many times a session's job is handed to another worker after its worker died or crashed."""
+
+    @field_validator("broker_url")
+    @classmethod
+    def _redis(cls, value: str) -> str:
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a Redis URL (redis://host:6379/0, rediss://..., unix:///path)")
+        return value

@@ -1,0 +1,1 @@
+"""Sessions run on `tilth worker` machines through an existing job engine (RQ on Redis)."""

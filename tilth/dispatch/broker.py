@@ -1,0 +1,141 @@
+"""What tilth keeps in the broker (Redis) for dispatched sessions, besides RQ's own jobs.
+
+    tilth:sessions           SET     every dispatched session id
+    tilth:session:<id>       HASH    state, reason, progress, current, worker, remote, updated, tasks (JSON)
+    tilth:events:<id>        STREAM  the session's events.jsonl lines, field `e` (mirrored by the runner)
+    tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed
+    tilth:stop:<id>          STRING  a person asked the session to stop (`tilth stop` from any machine)
+
+The lease, not a local file lock, keeps two workers off one session: it is taken with SET NX PX
+and renewed or released only by its holder (compare-and-act in one Lua call).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import orjson
+import redis
+from rq import Queue, Retry
+
+from tilth.core.dispatching import Dispatch
+
+PREFIX = "tilth"
+STREAM_MAX = 50_000
+ENDED = {"done", "failed", "stopped", "waiting", "crashed"}
+
+_RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+BrokerDown = (redis.ConnectionError, redis.TimeoutError)
+
+
+class Broker:
+    def __init__(self, dispatch: Dispatch):
+        self.dispatch = dispatch
+        self.redis = redis.Redis.from_url(dispatch.broker_url, socket_timeout=10, socket_connect_timeout=5,
+                                          health_check_interval=5)
+
+    # -- keys ---------------------------------------------------------------------------
+    @staticmethod
+    def key(kind: str, session_id: str | None = None) -> str:
+        return f"{PREFIX}:{kind}" + (f":{session_id}" if session_id else "")
+
+    # -- the lease ----------------------------------------------------------------------
+    def take_lease(self, session_id: str, token: str) -> bool:
+        return bool(self.redis.set(self.key("lease", session_id), token, nx=True,
+                                   px=int(self.dispatch.lease_s * 1000)))
+
+    def renew_lease(self, session_id: str, token: str) -> bool:
+        return bool(self.redis.eval(_RENEW, 1, self.key("lease", session_id), token, int(self.dispatch.lease_s * 1000)))
+
+    def release_lease(self, session_id: str, token: str) -> None:
+        self.redis.eval(_RELEASE, 1, self.key("lease", session_id), token)
+
+    def lease_holder(self, session_id: str) -> str | None:
+        held = self.redis.get(self.key("lease", session_id))
+        return held.decode() if held else None
+
+    # -- stop requests ------------------------------------------------------------------
+    def request_stop(self, session_id: str) -> None:
+        self.redis.set(self.key("stop", session_id), b"1", ex=7 * 86400)
+
+    def stop_requested(self, session_id: str) -> bool:
+        return bool(self.redis.exists(self.key("stop", session_id)))
+
+    def clear_stop(self, session_id: str) -> None:
+        self.redis.delete(self.key("stop", session_id))
+
+    # -- state and events ---------------------------------------------------------------
+    def register(self, session_id: str, fields: dict[str, Any]) -> None:
+        with self.redis.pipeline() as pipe:
+            pipe.sadd(self.key("sessions"), session_id)
+            pipe.hset(self.key("session", session_id), mapping=_flat(fields))
+            pipe.execute()
+
+    def set_state(self, session_id: str, fields: dict[str, Any]) -> None:
+        self.redis.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": time.time()}))
+
+    def state(self, session_id: str) -> dict[str, Any] | None:
+        raw = self.redis.hgetall(self.key("session", session_id))
+        if not raw:
+            return None
+        found = {k.decode(): v.decode() for k, v in raw.items()}
+        try:
+            found["tasks"] = orjson.loads(found.get("tasks") or "[]")
+        except orjson.JSONDecodeError:
+            found["tasks"] = []
+        return found
+
+    def session_ids(self) -> list[str]:
+        return sorted(i.decode() for i in self.redis.smembers(self.key("sessions")))
+
+    def append_events(self, session_id: str, lines: list[bytes]) -> None:
+        with self.redis.pipeline() as pipe:
+            for line in lines:
+                pipe.xadd(self.key("events", session_id), {"e": line}, maxlen=STREAM_MAX, approximate=True)
+            pipe.execute()
+
+    def events(self, session_id: str, after: str = "-", block_ms: int | None = None) -> list[tuple[str, dict]]:
+        """Events after stream id `after` ("-": from the start; "$" with block: only new ones)."""
+        stream = self.key("events", session_id)
+        if block_ms is None:
+            start = "-" if after == "-" else f"({after}"
+            rows = self.redis.xrange(stream, start, "+")
+        else:
+            got = self.redis.xread({stream: "0-0" if after == "-" else after}, block=block_ms, count=1000)
+            rows = got[0][1] if got else []
+        out = []
+        for entry_id, fields in rows:
+            try:
+                out.append((entry_id.decode(), orjson.loads(fields[b"e"])))
+            except (KeyError, orjson.JSONDecodeError):
+                continue
+        return out
+
+    def forget(self, session_id: str) -> None:
+        self.redis.delete(*(self.key(k, session_id) for k in ("session", "events", "lease", "stop")))
+        self.redis.srem(self.key("sessions"), session_id)
+
+
+def enqueue(broker: Broker, session_id: str, remote: str) -> str:
+    queue = Queue(broker.dispatch.queue, connection=broker.redis)
+    job = queue.enqueue("tilth.dispatch.job.run_job", session_id, remote, job_timeout=-1,
+                        retry=Retry(max=broker.dispatch.takeovers) if broker.dispatch.takeovers else None,
+                        result_ttl=7 * 86400, failure_ttl=30 * 86400, description=f"tilth session {session_id}")
+    broker.set_state(session_id, {"state": "queued", "job": job.id, "remote": remote})
+    return job.id
+
+
+def _flat(fields: dict[str, Any]) -> dict[str, str]:
+    return {k: (orjson.dumps(v).decode() if isinstance(v, (list, dict)) else "" if v is None else str(v))
+            for k, v in fields.items()}
+
+
+def worker_token() -> str:
+    import os
+    import secrets
+
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"

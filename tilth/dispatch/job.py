@@ -1,0 +1,217 @@
+"""The RQ job: run one dispatched session on this machine until it ends or stops.
+
+    take the lease -> fetch branch + files from the remote -> fresh worktree -> run
+    (`run_session`, which reconciles with the branch first) -> after every task outcome
+    push branch + files -> at the end push, record the state, release the lease
+
+A worker that dies loses its lease after `lease_s`; RQ hands the job (still `started`, its
+heartbeats stopped) to another worker as an abandoned job with retries left, and that worker
+carries on from the last push: the iteration in flight is lost at most, never done twice. A
+worker told to shut down stops the session at a safe point and queues it again; only a
+person's `tilth stop` leaves it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from tilth.core.config import Settings, load_settings
+from tilth.core.errors import TilthError
+from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue, worker_token
+from tilth.dispatch.mirror import Mirror
+from tilth.git.gitcli import GitFailed
+from tilth.git.carry import (PushRefused, check_out, clone_lock, ensure_clone, fetch_session, push_session,
+                             remove_checkout, snapshot, snapshot_files)
+from tilth.run.loop import run_session
+from tilth.run.stopflag import StopFlag
+from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
+from tilth.store.session import SessionState, load_session, save_session
+
+log = logging.getLogger("tilth.dispatch")
+
+LEFT_BEHIND = {"session.lock", ".reserve", "runs", "agents", ".prd.lock"}
+"""What stays on the machine that made it: locks, ballast, and the bulky per-run artifacts."""
+OUTCOMES = {"task_done", "task_failed", "task_parked"}
+SAFE_POINT_NEAR = {"verdict", "worker_done", *OUTCOMES}
+"""The events just before the loop checks its stop flag."""
+
+
+def run_job(session_id: str, remote: str) -> str:
+    settings = load_settings(tilth_home())
+    if settings.dispatch is None:
+        raise TilthError("this worker's config.toml has no [dispatch] section")
+    broker = Broker(settings.dispatch)
+    token = worker_token()
+    if not wait_for_lease(broker, session_id, token, settings):
+        return f"session {session_id}: another worker holds it ({broker.lease_holder(session_id)}); not run"
+    holding = Holding(broker, session_id, token, settings, remote)
+    try:
+        if broker.stop_requested(session_id):
+            return stop_before_start(broker, session_id, settings)
+        paths = take_over(session_id, remote)
+        holding.start()
+        code = run_here(paths, settings, broker, holding)
+        return f"session {session_id}: runner exit {code}"
+    finally:
+        holding.stop()
+        try:
+            broker.release_lease(session_id, token)
+        except BrokerDown:
+            pass  # it expires by itself
+
+
+def wait_for_lease(broker: Broker, session_id: str, token: str, settings: Settings) -> bool:
+    """A worker that just died may still hold the lease for up to `lease_s`; after twice that the
+    holder is alive and renewing it, and this job has nothing to do."""
+    stop = threading.Event()
+    waited = 0.0
+    while not broker.take_lease(session_id, token):
+        if waited > 2 * settings.dispatch.lease_s:
+            return False
+        stop.wait(0.5)
+        waited += 0.5
+    return True
+
+
+class Holding(threading.Thread):
+    """Renews the lease every third of `lease_s` and passes a person's `tilth stop` to the run."""
+
+    def __init__(self, broker: Broker, session_id: str, token: str, settings: Settings, remote: str):
+        super().__init__(daemon=True, name=f"lease-{session_id}")
+        self.broker, self.session_id, self.token, self.remote = broker, session_id, token, remote
+        self.every = settings.dispatch.lease_s / 3
+        self.flag = StopFlag()
+        self.lost = False
+        self.user_stop = False
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        beats = 0
+        while not self._done.wait(min(1.0, self.every)):
+            beats += 1
+            try:
+                if beats * min(1.0, self.every) >= self.every:
+                    beats = 0
+                    if not self.broker.renew_lease(self.session_id, self.token):
+                        self.lost = True
+                        log.error("session %s: lease lost; stopping without pushing", self.session_id)
+                        self.flag.set("the worker lost the session's lease")
+                        return
+                self.poll_stop()
+            except BrokerDown:
+                continue  # the lease outlives a short outage; a long one ends in `lost` once it is back
+
+    def poll_stop(self) -> None:
+        if not self.user_stop and self.broker.stop_requested(self.session_id):
+            self.user_stop = True
+            self.flag.set("stop requested with `tilth stop`")
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+def take_over(session_id: str, remote: str) -> SessionPaths:
+    """The session's files and branch as last pushed, a fresh worktree, paths made local."""
+    home = tilth_home()
+    ensure_home(home)
+    with clone_lock(home / "clones"):
+        clone = ensure_clone(home / "clones", remote)
+        worktree = home / "worktrees" / session_id
+        remove_checkout(clone, session_id, worktree)
+        found = fetch_session(clone, remote, session_id)
+        if not found:
+            raise TilthError(f"session {session_id} is not on the remote {remote}")
+        files = snapshot_files(clone, session_id)
+        check_out(clone, session_id, worktree)
+    paths = session_paths(session_id, home)
+    shutil.rmtree(paths.dir, ignore_errors=True)
+    for relative, data in files.items():
+        target = paths.dir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    record = load_session(paths)
+    record.repo, record.worktree = str(clone), str(worktree)
+    if record.backend.scenario:
+        record.backend.scenario = str(paths.scenario)
+    record.state, record.pid, record.supervised = SessionState.queued, None, False
+    save_session(paths, record)
+    return paths
+
+
+def carried_files(paths: SessionPaths) -> dict[str, bytes]:
+    files = {}
+    for path in sorted(paths.dir.rglob("*")):
+        relative = path.relative_to(paths.dir)
+        if path.is_file() and relative.parts[0] not in LEFT_BEHIND and not path.name.endswith(".tmp"):
+            files[relative.as_posix()] = path.read_bytes()
+    return files
+
+
+def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> None:
+    if holding.lost:
+        return
+    clone = Path(load_session(paths).repo)
+    with clone_lock(tilth_home() / "clones"):
+        snapshot(clone, paths.id, carried_files(paths), f"tilth session {paths.id}: {why}")
+        push_session(clone, holding.remote, paths.id)
+
+
+def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding) -> int:
+    mirror = Mirror(broker, paths)
+
+    def echo(event: dict) -> None:
+        if holding.lost:
+            return  # the session is another worker's now: nothing more goes out from here
+        mirror.catch_up()
+        try:
+            if event.get("type") in SAFE_POINT_NEAR:
+                holding.poll_stop()  # so a stop asked during the iteration is seen at the very next safe point
+        except BrokerDown:
+            pass
+        if event.get("type") in OUTCOMES:
+            try:
+                push(paths, settings, holding, f"{event['type']} {event.get('task')}")
+            except PushRefused:
+                holding.lost = True
+                holding.flag.set("another worker moved the session on")
+            except GitFailed as exc:  # the next boundary's push carries this one too
+                log.warning("session %s: push failed: %s", paths.id, exc)
+
+    broker.set_state(paths.id, {"state": "running", "worker": holding.token, "pid": os.getpid()})
+    code = 3
+    try:
+        code = run_session(paths, settings, holding.flag.install(), resume=False, echo=echo)
+    except TilthError as exc:
+        log.warning("session %s: %s", paths.id, exc)
+    finally:
+        record = load_session(paths)
+        handed_back = not holding.user_stop and not holding.lost and record.state == SessionState.stopped \
+            and holding.flag.by_signal
+        if handed_back:
+            record.state = SessionState.queued
+            save_session(paths, record)
+        if not holding.lost:
+            try:
+                push(paths, settings, holding, f"ended {record.state.value}")
+            except PushRefused:
+                holding.lost = True
+        if not holding.lost:
+            mirror.catch_up()
+            mirror.publish_state(worker="" if record.state.value in ENDED else holding.token)
+        if holding.user_stop:
+            broker.clear_stop(paths.id)
+        if handed_back:
+            enqueue(broker, paths.id, holding.remote)
+    return code
+
+
+def stop_before_start(broker: Broker, session_id: str, settings: Settings) -> str:
+    """A `tilth stop` that came while the session waited in the queue: it ends stopped unrun."""
+    broker.set_state(session_id, {"state": "stopped", "reason": "stopped by `tilth stop` before it ran",
+                                  "worker": ""})
+    broker.clear_stop(session_id)
+    return f"session {session_id}: stopped before it ran"

@@ -1,0 +1,71 @@
+"""The runner's copy of a dispatched session in the broker, for `tilth status/logs/wait` on any
+machine: events.jsonl's lines appended to the session's stream, and its state hash.
+
+Best effort and self-healing: the mirror remembers how far into events.jsonl it got, so after a
+broker outage the next event sends everything it missed; the session's files and branch on the
+remote stay the truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from tilth.dispatch.broker import Broker, BrokerDown
+from tilth.store.home import SessionPaths
+from tilth.store.prd_peek import peek_plan
+from tilth.store.session_peek import peek_session
+
+log = logging.getLogger("tilth.dispatch")
+STATE_EVENTS = {"session_started", "task_started", "task_done", "task_failed", "task_parked", "session_end",
+                "session_paused"}
+
+
+class Mirror:
+    def __init__(self, broker: Broker, paths: SessionPaths):
+        self.broker, self.paths = broker, paths
+        self.offset = self._mirrored_bytes()
+
+    def _mirrored_bytes(self) -> int:
+        """Where a previous worker's mirror stopped: the journal it restored already went out."""
+        try:
+            return os.path.getsize(self.paths.events)
+        except FileNotFoundError:
+            return 0
+
+    def catch_up(self) -> None:
+        try:
+            with open(self.paths.events, "rb") as f:
+                f.seek(self.offset)
+                fresh = f.read()
+        except FileNotFoundError:
+            return
+        complete = fresh[:fresh.rfind(b"\n") + 1]
+        if not complete:
+            return
+        lines = [line for line in complete.splitlines() if line.strip()]
+        try:
+            self.broker.append_events(self.paths.id, lines)
+        except BrokerDown:
+            return
+        self.offset += len(complete)
+        if any(any(f'"type":"{kind}"'.encode() in line for kind in STATE_EVENTS) for line in lines):
+            self.publish_state()
+
+    def publish_state(self, **extra: object) -> None:
+        try:
+            self.broker.set_state(self.paths.id, {**state_of(self.paths), **extra})
+        except BrokerDown:
+            log.warning("session %s: broker unreachable; its state goes out with the next event", self.paths.id)
+
+
+def state_of(paths: SessionPaths) -> dict[str, object]:
+    record = peek_session(paths)
+    try:
+        tasks = [{"id": t.id, "title": t.title, "status": t.status} for t in peek_plan(paths.prd)]
+    except Exception:
+        tasks = []
+    done = sum(t["status"] == "done" for t in tasks)
+    current = next((t["id"] for t in tasks if t["status"] == "in_progress"), "")
+    return {"id": paths.id, "state": record.state, "reason": record.reason or "", "progress": f"{done}/{len(tasks)}",
+            "current": current, "branch": record.branch, "tasks": tasks}

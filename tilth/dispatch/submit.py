@@ -1,0 +1,57 @@
+"""`tilth start --dispatch` and `tilth resume` of a dispatched session: the session is made in
+this machine's clone of the remote, its branch and files are pushed there, and a job is queued
+for whichever `tilth worker` takes it first. Nothing of it is left on this machine."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tilth.core.config import Settings
+from tilth.core.errors import BadInput
+from tilth.dispatch.broker import Broker, enqueue
+from tilth.dispatch.job import carried_files
+from tilth.dispatch.mirror import state_of
+from tilth.git.carry import clone_lock, default_head, ensure_clone, push_session, remote_refs, remove_checkout, \
+    snapshot
+from tilth.run.create import create_session
+from tilth.store.home import SessionPaths, tilth_home
+from tilth.store.session import BackendChoice
+
+STAGING = "dispatch-staging"
+
+
+def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str | None, backend: BackendChoice,
+                     settings: Settings, checks: list[str], seed: Path | None,
+                     say=print) -> SessionPaths:
+    broker = Broker(settings.dispatch)
+    broker.redis.ping()
+    home = tilth_home()
+    with clone_lock(home / "clones"):
+        clone = ensure_clone(home / "clones", remote)
+        base_sha = base or default_head(clone, remote)
+        if session_id and remote_refs(clone, remote, session_id):
+            raise BadInput(f"session {session_id!r} already exists on the remote {remote}; choose another --id")
+        paths = create_session(clone, plan, session_id, base_sha, backend, settings, checks, notify=say,
+                               seed_dir=seed, home=home / STAGING)
+        try:
+            snapshot(clone, paths.id, carried_files(paths), f"tilth session {paths.id}: created")
+            push_session(clone, remote, paths.id)
+            state = state_of(paths)
+        finally:
+            remove_checkout(clone, paths.id, paths.worktree)
+            shutil.rmtree(paths.dir, ignore_errors=True)
+    broker.register(paths.id, {**state, "state": "queued", "remote": remote, "branch": f"session/{paths.id}"})
+    enqueue(broker, paths.id, remote)
+    return paths
+
+
+def resume_dispatched(broker: Broker, session_id: str) -> str:
+    state = broker.state(session_id)
+    if state is None:
+        raise BadInput(f"no dispatched session {session_id!r} in the broker; `tilth status` lists them")
+    if broker.lease_holder(session_id):
+        raise BadInput(f"session {session_id} is running on a worker ({broker.lease_holder(session_id)}); "
+                       "nothing to resume")
+    broker.clear_stop(session_id)
+    return enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)

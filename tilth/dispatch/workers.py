@@ -1,0 +1,96 @@
+"""`tilth worker [--concurrency N]`: N RQ workers on this machine, each in its own process
+group, restarted when one exits (an RQ worker quits on some broker errors); SIGTERM/SIGINT
+stop them all: each running session stops at its next safe point and is queued again for
+another worker."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import redis
+from rq import Queue, Worker
+
+from tilth.core.config import load_settings
+from tilth.store.home import tilth_home
+
+log = logging.getLogger("tilth.dispatch")
+RESTART_BACKOFF_S = (1, 2, 5, 10, 30)
+
+
+class TilthWorker(Worker):
+    """An RQ worker that outlives a broker outage while a job runs: a missed heartbeat is tried
+    again at the next interval instead of ending the worker (RQ gives a silent job 60 s plus
+    the interval before another worker may take it)."""
+
+    def maintain_heartbeats(self, job, execution):  # noqa: ANN001 (RQ's signature)
+        try:
+            super().maintain_heartbeats(job, execution)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            self.log.warning("heartbeat for job %s missed: %s", job.id, exc)
+
+    def handle_warm_shutdown_request(self) -> None:
+        """The session stops at its next safe point (the job queues it again for another
+        worker) instead of this shutdown waiting for the whole session."""
+        if self.horse_pid:
+            try:
+                os.kill(self.horse_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def work_here() -> int:
+    """One RQ worker in this process (a child of `tilth worker`)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    settings = load_settings(tilth_home())
+    d = settings.dispatch
+    connection = redis.Redis.from_url(d.broker_url)
+    # RQ looks for abandoned jobs only between waits for the next job, and waits worker_ttl - 15 s.
+    worker = TilthWorker([Queue(d.queue, connection=connection)], connection=connection,
+                         job_monitoring_interval=d.heartbeat_s, maintenance_interval=d.maintenance_s,
+                         worker_ttl=d.maintenance_s + 15)
+    worker.work(logging_level="INFO", dequeue_strategy="default")
+    return 0
+
+
+def serve(concurrency: int) -> int:
+    """Keep `concurrency` workers running until SIGTERM/SIGINT."""
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    children: dict[int, subprocess.Popen] = {}
+    restarts = dict.fromkeys(range(concurrency), 0)
+    while not stopping.is_set():
+        for slot in range(concurrency):
+            child = children.get(slot)
+            if child is not None and child.poll() is None:
+                continue
+            if child is not None:
+                log.warning("worker %d exited (%s); starting it again", slot, child.returncode)
+                stopping.wait(RESTART_BACKOFF_S[min(restarts[slot], len(RESTART_BACKOFF_S) - 1)])
+                restarts[slot] += 1
+                if stopping.is_set():
+                    break
+            children[slot] = subprocess.Popen([sys.executable, "-m", "tilth.dispatch.worker_process"],
+                                              start_new_session=True)
+            print(f"tilth worker: slot {slot} pid {children[slot].pid}", flush=True)
+        stopping.wait(1.0)
+    for child in children.values():
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 600
+    for child in children.values():
+        try:
+            child.wait(max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+    return 0
