@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench soak clean llama agents browser
+.PHONY: test demo bench soak clean llama agents browser redis
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,13 +31,19 @@ browser:
 	scripts/install-browser.sh || { [ "$${TILTH_REQUIRE_BROWSER:-}" != 1 ] \
 		&& echo "make: chromium unavailable; the dashboard's browser test will skip"; }
 
-test: $(STAMP) llama agents browser
+# The dispatch tests and benchmark run Debian's redis-server (apt) as the broker, each on a loopback port of
+# its own. When it cannot be installed the tests skip, except on CI (TILTH_REQUIRE_REDIS=1), where it stops here.
+redis:
+	scripts/install-redis.sh || { [ "$${TILTH_REQUIRE_REDIS:-}" != 1 ] \
+		&& echo "make: redis-server unavailable; the dispatch tests will skip"; }
+
+test: $(STAMP) llama agents browser redis
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)
 	$(BIN)/python -m tilth.cli.demo
 
-bench: $(STAMP)
+bench: $(STAMP) redis
 	$(BIN)/python -m bench
 
 # The random kill -9 test, long: 200 sessions killed at random instants (about 10 minutes).

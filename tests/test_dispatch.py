@@ -84,14 +84,16 @@ class Cluster:
                 pass
         proc.wait()
 
-    def start(self, sid: str, tasks: int = 3, held: str | None = None, home: str = "h0") -> None:
+    def start(self, sid: str, tasks: int = 3, held: str | None = None, home: str = "h0",
+              before: list[dict] = ()) -> None:
         plan = self.root / f"{sid}-prd.json"
         plan.write_text(json.dumps([task(f"T-{n}") for n in range(1, tasks + 1)]))
         args = ["start", "--dispatch", "--prd", str(plan), "--id", sid, "--backend", "scripted"]
         if held:
             command = HELD.format(gates=self.gates).replace("$TILTH_SESSION_TAG", sid)
             scenario = self.root / f"{sid}-scenario.json"
-            scenario.write_text(json.dumps({"tasks": {held: [{"write": {"{task}.txt": "{task}\n"}, "run": [command]}]}}))
+            steps = [*before, {"write": {"{task}.txt": "{task}\n"}, "run": [command]}]
+            scenario.write_text(json.dumps({"tasks": {held: steps}}))
             args += ["--scenario", str(scenario)]
         result = self.tilth(home, *args)
         assert result.returncode == 0, result.stdout + result.stderr
@@ -163,18 +165,24 @@ def test_six_sessions_complete_across_three_workers_with_one_commit_per_task(clu
 @pytest.mark.timeout(400)
 def test_a_worker_killed_mid_task_hands_its_session_to_another_with_the_ledger_intact(cluster):
     cluster.worker("w1")
-    cluster.start("k", held="T-2")
+    first = {"write": {"first-attempt.txt": "kept\n"}, "verdict": {"verdict": "reject", "category": "weak_test"}}
+    cluster.start("k", held="T-2", before=[first])
     cluster.reached("k", "T-2")
     assert cluster.commits("k") == [("T-1", "")], "T-1's commit was pushed at its task boundary"
+    assert "first-attempt.txt" in cluster.file("k", "worktree.patch"), "attempt 1's edits went with its push"
     cluster.worker("w2")
     cluster.kill("w1")
     cluster.release("k", "T-2")
     waited = cluster.wait("k", timeout=240)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert cluster.commits("k") == THREE, "exactly one commit per task, none lost, none twice"
-    for tid in ("T-1", "T-2", "T-3"):
+    for tid, verdicts in (("T-1", ["accept"]), ("T-2", ["reject", "accept"]), ("T-3", ["accept"])):
         ledger = [json.loads(line) for line in cluster.file("k", f"ledger/{tid}.jsonl").splitlines()]
-        assert [e["iter"] for e in ledger] == [1] and ledger[0]["verdict"]["verdict"] == "accept", tid
+        assert [e["verdict"]["verdict"] for e in ledger] == verdicts, (tid, ledger)
+        assert [e["iter"] for e in ledger] == list(range(1, len(verdicts) + 1)), "only the attempt in flight redone"
+    t2 = git(cluster.remote, "log", "--format=%H", "-1", "--grep=^T-2:", "session/k").strip()
+    assert "first-attempt.txt" in git(cluster.remote, "show", "--name-only", "--format=", t2), \
+        "the first attempt's edits were carried to the worker that took over"
     progress = [line.split("\t")[1:3] for line in cluster.file("k", "progress.txt").splitlines()]
     assert progress == [["T-1", "done"], ["T-2", "done"], ["T-3", "done"]]
     events = [json.loads(line) for line in cluster.file("k", "events.jsonl").splitlines()]

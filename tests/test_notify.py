@@ -235,3 +235,18 @@ def test_the_urls_are_never_shown_by_config_nor_published_by_the_supervisor(sand
     other = sandbox.tilth("config", env={"TILTH_NOTIFY": "json://127.0.0.1:9/other-token-0123456789"})
     assert "supervised sessions notify the supervisor's URLs" in other.stdout + other.stderr
     assert "token-0123456789" not in other.stdout + other.stderr
+
+
+def test_a_parked_task_asks_for_its_answer_and_the_end_says_waiting(sandbox, receiver):
+    scenario = {"tasks": {"T-1": [{"write": {"a.py": "x = 1\n"},
+                                   "needs_human": {"question": "Which API do we keep?", "context": "two exist"}}]}}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_NOTIFY": receiver.url})
+    assert result.returncode == 5, result.stderr
+    parked, ended = receiver.wait(2)
+    assert parked["title"] == "tilth: T-1 in s1 needs your answer" and parked["type"] == "warning"
+    assert "Which API do we keep?" in parked["message"]
+    assert 'Answer: tilth answer s1 T-1 "<your answer>"' in parked["message"]
+    assert ended["title"] == "tilth: session s1 waits for your answer (1/2 tasks)"
+    assert "PARKED T-1 (asked by the worker) Which API do we keep?" in ended["message"]
+    assert ended["message"].rstrip().endswith('Next: tilth answer s1 T-1 "<your answer>"')
+    assert [e["data"]["trigger"] for e in notify_events(sandbox, "s1")] == ["task_parked", "session_end"]

@@ -128,12 +128,20 @@ def pr_body(t: SessionTally) -> str:
     """The PR description: unfinished work first, then one table row per task, then totals."""
     lines: list[str] = []
     failed = [task for task in t.tasks if task.outcome == "failed"]
-    unfinished = [task for task in t.tasks if task.outcome not in ("done", "failed")]
+    parked = [task for task in t.tasks if task.outcome == "parked"]
+    unfinished = [task for task in t.tasks if task.outcome not in ("done", "failed", "parked")]
     if failed:
         lines.append(f"**{_plural(len(failed), 'task')} failed.** Each left a `FAILED (<task>)` placeholder commit "
                      f"holding its partial work; `{resume_command(t.id)}` unwinds it and retries from those edits.")
         lines.append("")
         lines += [f"- **{task.id}** {_cell(task.title, 120)}: {_cell(task.reason, 300)}" for task in failed]
+        lines.append("")
+    if parked:
+        lines.append(f"**{_plural(len(parked), 'task')} waiting for an answer.** Each left a `PARKED (<task>)` "
+                     f"placeholder commit holding its partial work and the question; `tilth answer {t.id} <task> "
+                     "\"...\"` lets it go on.")
+        lines.append("")
+        lines += [f"- **{task.id}** {_cell(task.title, 120)}" for task in parked]
         lines.append("")
     if unfinished:
         names = ", ".join(f"{task.id} ({task.outcome})" for task in unfinished)

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 import redis
-from rq import Queue, Retry
+from rq import Callback, Queue, Retry
 
 from tilth.core.dispatching import Dispatch
 
@@ -120,13 +120,26 @@ class Broker:
         self.redis.srem(self.key("sessions"), session_id)
 
 
-def enqueue(broker: Broker, session_id: str, remote: str) -> str:
+def enqueue(broker: Broker, session_id: str, remote: str, resume: bool = False) -> str:
     queue = Queue(broker.dispatch.queue, connection=broker.redis)
-    job = queue.enqueue("tilth.dispatch.job.run_job", session_id, remote, job_timeout=-1,
+    job = queue.enqueue("tilth.dispatch.job.run_job", session_id, remote, resume, job_timeout=-1,
                         retry=Retry(max=broker.dispatch.takeovers) if broker.dispatch.takeovers else None,
+                        on_failure=Callback(job_failed),
                         result_ttl=7 * 86400, failure_ttl=30 * 86400, description=f"tilth session {session_id}")
     broker.set_state(session_id, {"state": "queued", "job": job.id, "remote": remote})
     return job.id
+
+
+def job_failed(job, connection, exc_type, exc_value, tb) -> None:  # noqa: ANN001 (RQ's callback)
+    """RQ gave up on the job (its worker died, or tilth crashed in it) with no takeover left: the
+    session is marked crashed in the broker, so `tilth wait` ends and `tilth resume` says it."""
+    if job.retries_left:
+        return
+    session_id = job.args[0]
+    connection.hset(Broker.key("session", session_id), mapping={
+        "state": "crashed", "worker": "", "updated": str(time.time()),
+        "reason": f"no worker could finish it ({exc_type.__name__ if exc_type else 'abandoned'}; takeovers used "
+                  f"up); `tilth resume {session_id}` queues it again"})
 
 
 def _flat(fields: dict[str, Any]) -> dict[str, str]:

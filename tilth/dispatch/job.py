@@ -6,7 +6,9 @@
 
 A worker that dies loses its lease after `lease_s`; RQ hands the job (still `started`, its
 heartbeats stopped) to another worker as an abandoned job with retries left, and that worker
-carries on from the last push: the iteration in flight is lost at most, never done twice. A
+carries on from the last push, made after every attempt (ledger entry, staged edits as
+`worktree.patch`) and every task outcome: the iteration in flight is lost at most, never done
+twice. A
 worker told to shut down stops the session at a safe point and queues it again; only a
 person's `tilth stop` leaves it stopped.
 """
@@ -21,11 +23,11 @@ from pathlib import Path
 
 from tilth.core.config import Settings, load_settings
 from tilth.core.errors import TilthError
-from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue, worker_token
+from tilth.dispatch.broker import Broker, BrokerDown, enqueue, worker_token
 from tilth.dispatch.mirror import Mirror
 from tilth.git.gitcli import GitFailed
-from tilth.git.carry import (PushRefused, check_out, clone_lock, ensure_clone, fetch_session, push_session,
-                             remove_checkout, snapshot, snapshot_files)
+from tilth.git.carry import (PushRefused, apply_patch, check_out, clone_lock, ensure_clone, fetch_session,
+                             push_session, remove_checkout, snapshot, snapshot_files, staged_patch)
 from tilth.run.loop import run_session
 from tilth.run.stopflag import StopFlag
 from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
@@ -36,11 +38,17 @@ log = logging.getLogger("tilth.dispatch")
 LEFT_BEHIND = {"session.lock", ".reserve", "runs", "agents", ".prd.lock"}
 """What stays on the machine that made it: locks, ballast, and the bulky per-run artifacts."""
 OUTCOMES = {"task_done", "task_failed", "task_parked"}
+PUSHED_AT = {"verdict", *OUTCOMES}
+"""After every attempt (its ledger entry and staged edits) and every task outcome (its commit)."""
+PATCH = "worktree.patch"
+"""In the files snapshot: the worktree's uncommitted edits against the pushed branch tip."""
 SAFE_POINT_NEAR = {"verdict", "worker_done", *OUTCOMES}
 """The events just before the loop checks its stop flag."""
 
 
-def run_job(session_id: str, remote: str) -> str:
+def run_job(session_id: str, remote: str, resume: bool = False) -> str:
+    """`resume`: run as `tilth resume` does (a FAILED placeholder at the tip unwound, failed tasks
+    retried); a takeover after a worker died runs as it was queued."""
     settings = load_settings(tilth_home())
     if settings.dispatch is None:
         raise TilthError("this worker's config.toml has no [dispatch] section")
@@ -54,7 +62,7 @@ def run_job(session_id: str, remote: str) -> str:
             return stop_before_start(broker, session_id, settings)
         paths = take_over(session_id, remote)
         holding.start()
-        code = run_here(paths, settings, broker, holding)
+        code = run_here(paths, settings, broker, holding, resume)
         return f"session {session_id}: runner exit {code}"
     finally:
         holding.stop()
@@ -127,6 +135,7 @@ def take_over(session_id: str, remote: str) -> SessionPaths:
             raise TilthError(f"session {session_id} is not on the remote {remote}")
         files = snapshot_files(clone, session_id)
         check_out(clone, session_id, worktree)
+        apply_patch(worktree, files.pop(PATCH, b""))
     paths = session_paths(session_id, home)
     shutil.rmtree(paths.dir, ignore_errors=True)
     for relative, data in files.items():
@@ -155,12 +164,13 @@ def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) ->
     if holding.lost:
         return
     clone = Path(load_session(paths).repo)
+    files = {**carried_files(paths), PATCH: staged_patch(Path(load_session(paths).worktree))}
     with clone_lock(tilth_home() / "clones"):
-        snapshot(clone, paths.id, carried_files(paths), f"tilth session {paths.id}: {why}")
+        snapshot(clone, paths.id, files, f"tilth session {paths.id}: {why}")
         push_session(clone, holding.remote, paths.id)
 
 
-def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding) -> int:
+def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding, resume: bool) -> int:
     mirror = Mirror(broker, paths)
 
     def echo(event: dict) -> None:
@@ -172,7 +182,7 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
                 holding.poll_stop()  # so a stop asked during the iteration is seen at the very next safe point
         except BrokerDown:
             pass
-        if event.get("type") in OUTCOMES:
+        if event.get("type") in PUSHED_AT:
             try:
                 push(paths, settings, holding, f"{event['type']} {event.get('task')}")
             except PushRefused:
@@ -184,7 +194,7 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
     broker.set_state(paths.id, {"state": "running", "worker": holding.token, "pid": os.getpid()})
     code = 3
     try:
-        code = run_session(paths, settings, holding.flag.install(), resume=False, echo=echo)
+        code = run_session(paths, settings, holding.flag.install(), resume=resume, echo=echo)
     except TilthError as exc:
         log.warning("session %s: %s", paths.id, exc)
     finally:
@@ -201,7 +211,7 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
                 holding.lost = True
         if not holding.lost:
             mirror.catch_up()
-            mirror.publish_state(worker="" if record.state.value in ENDED else holding.token)
+            mirror.publish_state(worker="")
         if holding.user_stop:
             broker.clear_stop(paths.id)
         if handed_back:

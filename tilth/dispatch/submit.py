@@ -54,4 +54,4 @@ def resume_dispatched(broker: Broker, session_id: str) -> str:
         raise BadInput(f"session {session_id} is running on a worker ({broker.lease_holder(session_id)}); "
                        "nothing to resume")
     broker.clear_stop(session_id)
-    return enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
+    return enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote, resume=True)

@@ -47,8 +47,10 @@ class TilthWorker(Worker):
 def work_here() -> int:
     """One RQ worker in this process (a child of `tilth worker`)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    settings = load_settings(tilth_home())
-    d = settings.dispatch
+    d = load_settings(tilth_home()).dispatch
+    if d is None:
+        print("tilth worker: no [dispatch] section in config.toml", file=sys.stderr)
+        return 2
     connection = redis.Redis.from_url(d.broker_url)
     # RQ looks for abandoned jobs only between waits for the next job, and waits worker_ttl - 15 s.
     worker = TilthWorker([Queue(d.queue, connection=connection)], connection=connection,
@@ -80,7 +82,7 @@ def serve(concurrency: int) -> int:
                 restarts[slot] += 1
                 if stopping.is_set():
                     break
-            children[slot] = subprocess.Popen([sys.executable, "-m", "tilth.dispatch.worker_process"],
+            children[slot] = subprocess.Popen([sys.executable, "-m", "tilth.dispatch"],
                                               start_new_session=True)
             print(f"tilth worker: slot {slot} pid {children[slot].pid}", flush=True)
         stopping.wait(1.0)
@@ -92,5 +94,28 @@ def serve(concurrency: int) -> int:
         try:
             child.wait(max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
+            for pid in family(child.pid):  # the job's process is in a group of its own (RQ's fork)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            child.wait()
     return 0
+
+
+def family(pid: int) -> list[int]:
+    """`pid` and every process below it, read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, look = [], [pid]
+    while look:
+        current = look.pop()
+        found.append(current)
+        look += parents.get(current, [])
+    return found

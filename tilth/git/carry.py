@@ -84,13 +84,8 @@ def default_head(clone: Path, remote: str) -> str:
 def check_out(clone: Path, session_id: str, worktree: Path) -> None:
     """A fresh worktree of the session branch at `worktree` (anything a dead run left there is
     discarded: the branch as pushed is the truth)."""
-    repo = pygit2.Repository(str(clone))
-    name = f"tilth-{session_id}"
-    shutil.rmtree(worktree, ignore_errors=True)
-    if name in repo.list_worktrees():
-        repo.lookup_worktree(name).prune(True)
-    shutil.rmtree(worktree_admin_dir(repo, name), ignore_errors=True)
-    readd_worktree(repo, name, worktree, f"session/{session_id}")
+    remove_checkout(clone, session_id, worktree)
+    readd_worktree(pygit2.Repository(str(clone)), f"tilth-{session_id}", worktree, f"session/{session_id}")
 
 
 def remove_checkout(clone: Path, session_id: str, worktree: Path) -> None:
@@ -160,3 +155,21 @@ def push_session(clone: Path, remote: str, session_id: str) -> None:
         if "rejected" in said or "non-fast-forward" in said or "fetch first" in said:
             raise PushRefused(f"the remote {remote} refused session {session_id}'s push: another worker moved it on")
         raise GitFailed(f"git push to {remote} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+
+
+def staged_patch(worktree: Path) -> bytes:
+    """The worktree's staged changes against its HEAD (the loop stages everything before each
+    evaluation), as a binary patch: an attempt's edits, carried with the session's files."""
+    return run(worktree, "diff", "--cached", "--binary").stdout.encode()
+
+
+def apply_patch(worktree: Path, patch: bytes) -> None:
+    """Put a carried attempt's edits back into a fresh worktree (staged, as they were)."""
+    if not patch.strip():
+        return
+    target = worktree.parent / f".{worktree.name}.carried.patch"
+    target.write_bytes(patch)
+    try:
+        run(worktree, "apply", "--index", "--binary", str(target))
+    finally:
+        target.unlink(missing_ok=True)

@@ -173,14 +173,7 @@ def soft_reset(repo: pygit2.Repository, target: str) -> None:
 
 def first_parent_chain(repo: pygit2.Repository, stop_at: str) -> list[pygit2.Commit]:
     """Commits from HEAD back to (not including) `stop_at`, newest first."""
-    chain = []
-    commit = repo.head.peel(pygit2.Commit)
-    while str(commit.id) != stop_at:
-        chain.append(commit)
-        if not commit.parents:
-            break
-        commit = commit.parents[0]
-    return chain
+    return chain_from(repo, str(repo.head.peel(pygit2.Commit).id), stop_at)
 
 
 def clear_stale_locks(repo: pygit2.Repository, branch: str) -> list[str]:
