@@ -160,6 +160,8 @@ def test_six_sessions_complete_across_three_workers_with_one_commit_per_task(clu
     assert all(f"  {sid}  done" in status.stdout for sid in sessions), status.stdout
     logs = cluster.tilth("h9", "logs", "s1")
     assert "[T-3] done: commit" in logs.stdout and "session done" in logs.stdout
+    tail = cluster.tilth("h9", "logs", "s1", "-n", "2").stdout.splitlines()
+    assert tail == logs.stdout.splitlines()[-2:]
 
 
 @pytest.mark.timeout(400)

@@ -145,7 +145,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     from tilth.views.follow import logs
 
     if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.logs(found, args.id, args.follow, args.all)
+        return cmd_dispatch.logs(found, args.id, args.follow, args.all, args.lines)
     paths = pick_paths(args.id)
     return logs(paths, args.follow, lambda line: print(line, flush=True), last=args.lines, everything=args.all)
 

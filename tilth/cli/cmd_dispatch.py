@@ -127,16 +127,17 @@ def status_lines() -> list[str]:
         f"{s.get('worker') or '-'}" for i, s in states]
 
 
-def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool) -> int:
+def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool, last: int | None = None) -> int:
     from tilth.views.report import Readable
 
     broker, _ = found
     readable = Readable(everything=everything)
-    after = "-"
+    after, lines = "-", []
     for entry_id, event in broker.events(session_id):
         after = entry_id
-        for line in readable.lines(event):
-            print(line, flush=True)
+        lines += readable.lines(event)
+    for line in lines[max(0, len(lines) - last):] if last is not None else lines:
+        print(line, flush=True)
     while follow:
         state = broker.state(session_id) or {}
         for entry_id, event in broker.events(session_id, after, block_ms=1000):
