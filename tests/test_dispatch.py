@@ -260,6 +260,37 @@ def test_a_worker_shut_down_hands_its_session_back_to_the_queue(cluster):
     assert [e["data"]["state"] for e in events if e["type"] == "session_end"] == ["stopped", "done"]
 
 
+@pytest.mark.timeout(120)
+def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(cluster):
+    cluster.worker("w1")
+    plan = cluster.root / "q-prd.json"
+    plan.write_text(json.dumps([task("T-1"), task("T-2")]))
+    scenario = cluster.root / "q-scenario.json"
+    scenario.write_text(json.dumps({"tasks": {"T-1": [
+        {"write": {"half.txt": "half\n"}, "needs_human": {"question": "Keep v1?", "context": "two callers"}},
+        {"write": {"whole.txt": "whole\n"}}]}}))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "q", "--backend", "scripted",
+                            "--scenario", str(scenario))
+    assert started.returncode == 0, started.stderr
+    assert cluster.wait("q").returncode == 5, "only the parked task is left: waiting"
+    shown = cluster.tilth("h9", "status", "q")
+    shown = shown.stdout + shown.stderr
+    assert "question T-1 Keep v1?" in shown and 'tilth answer q T-1 "<your answer>"' in shown
+
+    refused = cluster.tilth("h9", "answer", "q", "T-2", "x")
+    assert refused.returncode == 2 and "not waiting for an answer (it is done)" in refused.stderr
+    noted = cluster.tilth("h9", "note", "q", "prefer small commits")
+    assert noted.returncode == 0, noted.stderr
+    answered = cluster.tilth("h9", "answer", "q", "T-1", "Drop v1; migrate both callers.")
+    assert answered.returncode == 0 and "queued again" in answered.stdout, answered.stdout + answered.stderr
+    assert cluster.wait("q").returncode == 0
+    assert cluster.commits("q") == [("T-1", "parked"), ("T-2", ""), ("T-1", "")]
+    prompts = [json.loads(line) for line in cluster.file("q", "prompts.jsonl").splitlines()]
+    retry = next(p["prompt"] for p in prompts if p["task"] == "T-1" and p["iter"] == 2 and p["role"] == "worker")
+    assert "Answer: Drop v1; migrate both callers." in retry and "prefer small commits" in retry
+    assert redis.Redis.from_url(cluster.redis.url).llen("tilth:inbox:q") == 0, "trimmed once pushed"
+
+
 def test_dispatch_without_a_broker_is_refused_in_one_line(tmp_path, sandbox):
     plain = sandbox.tilth("worker")
     assert plain.returncode == 2 and "needs a [dispatch] section" in plain.stderr

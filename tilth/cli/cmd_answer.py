@@ -46,6 +46,10 @@ def cmd_answer(args: argparse.Namespace) -> int:
     from tilth.store.prd_peek import peek_plan
     from tilth.store.session import effective_state, load_session, refuse_archived
 
+    from tilth.cli import cmd_dispatch
+
+    if found := cmd_dispatch.remote_state(args.id):
+        return cmd_dispatch.answer(found, args.id, args.task, answer_text(args))
     paths, record = pick_session(args.id)
     refuse_archived(record)
     text = answer_text(args)

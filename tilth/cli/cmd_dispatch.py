@@ -104,6 +104,9 @@ def status_one(found: tuple[Any, dict], as_json: bool) -> int:
         lines.append(f"reason   {state['reason']}")
     lines += [f"branch   {state.get('branch', '')} on {state.get('remote', '')}"]
     lines += [f"  {t['status']:<11} {t['id']}: {t['title']}" for t in state.get("tasks", [])]
+    for q in state.get("questions") or []:
+        lines += [f"question {q['task']} {q['question']}",
+                  f"  answer:  tilth answer {state.get('id') or '?'} {q['task']} \"<your answer>\""]
     print("\n".join(lines))
     return 0
 
@@ -173,6 +176,37 @@ def stop(found: tuple[Any, dict], session_id: str) -> int:
     else:
         print(f"session {session_id} was {state.get('state')}; it is stopped when a worker takes it "
               f"(`tilth resume {session_id}` queues it again)")
+    return 0
+
+
+def answer(found: tuple[Any, dict], session_id: str, task_id: str, text: str) -> int:
+    """Left in the broker; the worker that runs the session next writes it into its files."""
+    from tilth.dispatch.broker import enqueue
+
+    broker, state = found
+    tasks = {t["id"]: t for t in state.get("tasks", [])}
+    if task_id not in tasks:
+        raise BadInput(f"session {session_id} has no task {task_id!r}; `tilth status {session_id}` lists its tasks")
+    if tasks[task_id]["status"] != "parked":
+        raise BadInput(f"task {task_id} of session {session_id} is not waiting for an answer (it is "
+                       f"{tasks[task_id]['status']})")
+    broker.leave(session_id, "answer", task_id, text)
+    if state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id):
+        enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
+        print(f"answer recorded for {task_id}; session {session_id} queued again for a worker")
+    else:
+        print(f"answer recorded for {task_id}: session {session_id} is {state.get('state')}; its worker takes it "
+              "at the next task boundary")
+    return 0
+
+
+def note(found: tuple[Any, dict], session_id: str, text: str, task_id: str | None) -> int:
+    broker, state = found
+    if task_id and task_id not in {t["id"] for t in state.get("tasks", [])}:
+        raise BadInput(f"session {session_id} has no task {task_id!r}; see `tilth status {session_id}`")
+    broker.leave(session_id, "note", task_id, text)
+    scope = f"task {task_id}" if task_id else "every later task"
+    print(f"note for session {session_id} ({scope}): its worker takes it at the next task boundary")
     return 0
 
 

@@ -5,6 +5,9 @@
     tilth:events:<id>        STREAM  the session's events.jsonl lines, field `e` (mirrored by the runner)
     tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed
     tilth:stop:<id>          STRING  a person asked the session to stop (`tilth stop` from any machine)
+    tilth:inbox:<id>         LIST    answers and notes left from any machine (`tilth answer/note`), JSON
+                                     {kind, id, task, text}; the worker writes them into the session's
+                                     files and trims them once a push carried them
 
 The lease, not a local file lock, keeps two workers off one session: it is taken with SET NX PX
 and renewed or released only by its holder (compare-and-act in one Lua call).
@@ -68,6 +71,29 @@ class Broker:
     def clear_stop(self, session_id: str) -> None:
         self.redis.delete(self.key("stop", session_id))
 
+    # -- answers and notes from other machines -----------------------------------------
+    def leave(self, session_id: str, kind: str, task: str | None, text: str) -> str:
+        import secrets
+
+        item_id = secrets.token_hex(4)
+        self.redis.rpush(self.key("inbox", session_id),
+                         orjson.dumps({"kind": kind, "id": item_id, "task": task, "text": text}))
+        return item_id
+
+    def inbox(self, session_id: str) -> list[dict]:
+        found = []
+        for raw in self.redis.lrange(self.key("inbox", session_id), 0, -1):
+            try:
+                found.append(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                found.append({})
+        return found
+
+    def taken(self, session_id: str, count: int) -> None:
+        """The first `count` items are in the session's pushed files now."""
+        if count:
+            self.redis.ltrim(self.key("inbox", session_id), count, -1)
+
     # -- state and events ---------------------------------------------------------------
     def register(self, session_id: str, fields: dict[str, Any]) -> None:
         with self.redis.pipeline() as pipe:
@@ -83,10 +109,11 @@ class Broker:
         if not raw:
             return None
         found = {k.decode(): v.decode() for k, v in raw.items()}
-        try:
-            found["tasks"] = orjson.loads(found.get("tasks") or "[]")
-        except orjson.JSONDecodeError:
-            found["tasks"] = []
+        for listed in ("tasks", "questions"):
+            try:
+                found[listed] = orjson.loads(found.get(listed) or "[]")
+            except orjson.JSONDecodeError:
+                found[listed] = []
         return found
 
     def session_ids(self) -> list[str]:
@@ -116,7 +143,7 @@ class Broker:
         return out
 
     def forget(self, session_id: str) -> None:
-        self.redis.delete(*(self.key(k, session_id) for k in ("session", "events", "lease", "stop")))
+        self.redis.delete(*(self.key(k, session_id) for k in ("session", "events", "lease", "stop", "inbox")))
         self.redis.srem(self.key("sessions"), session_id)
 
 

@@ -30,7 +30,9 @@ from tilth.git.carry import (PushRefused, apply_patch, check_out, clone_lock, en
                              push_session, remove_checkout, snapshot, snapshot_files, staged_patch)
 from tilth.run.loop import run_session
 from tilth.run.stopflag import StopFlag
+from tilth.store.answers import last_question, record_answer
 from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
+from tilth.store.inbox import add_note
 from tilth.store.session import SessionState, load_session, save_session
 
 log = logging.getLogger("tilth.dispatch")
@@ -61,6 +63,7 @@ def run_job(session_id: str, remote: str, resume: bool = False) -> str:
         if broker.stop_requested(session_id):
             return stop_before_start(broker, session_id, settings)
         paths = take_over(session_id, remote)
+        holding.relayed = relay_inbox(broker, paths)
         holding.start()
         code = run_here(paths, settings, broker, holding, resume)
         return f"session {session_id}: runner exit {code}"
@@ -95,6 +98,8 @@ class Holding(threading.Thread):
         self.flag = StopFlag()
         self.lost = False
         self.user_stop = False
+        self.relayed = 0
+        """Inbox items written into the files since the last push."""
         self._done = threading.Event()
 
     def run(self) -> None:
@@ -151,6 +156,24 @@ def take_over(session_id: str, remote: str) -> SessionPaths:
     return paths
 
 
+def relay_inbox(broker: Broker, paths: SessionPaths) -> int:
+    """Answers and notes left in the broker from other machines, written into the session's files
+    (each once, by its id); how many items of the broker's list they were. Trimmed from the
+    broker only after a push carried them, so a worker that dies first loses none."""
+    items = broker.inbox(paths.id)
+    for item in items:
+        text, task = item.get("text"), item.get("task")
+        if not isinstance(text, str) or not text.strip():
+            continue
+        if item.get("kind") == "note":
+            add_note(paths.dir, text, task if isinstance(task, str) else None, str(item.get("id")))
+        elif item.get("kind") == "answer" and isinstance(task, str):
+            asked = last_question(paths.dir, task)
+            if asked is not None:
+                record_answer(paths.dir, task, asked.iter, text, str(item.get("id")))
+    return len(items)
+
+
 def carried_files(paths: SessionPaths) -> dict[str, bytes]:
     files = {}
     for path in sorted(paths.dir.rglob("*")):
@@ -165,9 +188,15 @@ def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) ->
         return
     clone = Path(load_session(paths).repo)
     files = {**carried_files(paths), PATCH: staged_patch(Path(load_session(paths).worktree))}
+    relayed = holding.relayed
     with clone_lock(tilth_home() / "clones"):
         snapshot(clone, paths.id, files, f"tilth session {paths.id}: {why}")
         push_session(clone, holding.remote, paths.id)
+    try:
+        holding.broker.taken(paths.id, relayed)
+        holding.relayed -= relayed
+    except BrokerDown:
+        pass  # relayed again by the next push's turn or the next worker: written once by id
 
 
 def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding, resume: bool) -> int:
@@ -182,6 +211,11 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
                 holding.poll_stop()  # so a stop asked during the iteration is seen at the very next safe point
         except BrokerDown:
             pass
+        if event.get("type") in OUTCOMES:  # the loop takes answers and notes at the next task boundary
+            try:
+                holding.relayed = relay_inbox(broker, paths)
+            except BrokerDown:
+                pass
         if event.get("type") in PUSHED_AT:
             try:
                 push(paths, settings, holding, f"{event['type']} {event.get('task')}")
@@ -214,7 +248,9 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
             mirror.publish_state(worker="")
         if holding.user_stop:
             broker.clear_stop(paths.id)
-        if handed_back:
+        answered_meanwhile = record.state == SessionState.waiting and not holding.lost \
+            and any(item.get("kind") == "answer" for item in broker.inbox(paths.id))
+        if handed_back or answered_meanwhile:
             enqueue(broker, paths.id, holding.remote)
     return code
 

@@ -12,6 +12,7 @@ import logging
 import os
 
 from tilth.dispatch.broker import Broker, BrokerDown
+from tilth.store.answers import last_question
 from tilth.store.home import SessionPaths
 from tilth.store.prd_peek import peek_plan
 from tilth.store.session_peek import peek_session
@@ -66,6 +67,8 @@ def state_of(paths: SessionPaths) -> dict[str, object]:
     except Exception:
         tasks = []
     done = sum(t["status"] == "done" for t in tasks)
+    questions = [{"task": t["id"], "question": asked.question if asked else ""} for t in tasks
+                 if t["status"] == "parked" for asked in [last_question(paths.dir, t["id"])]]
     current = next((t["id"] for t in tasks if t["status"] == "in_progress"), "")
     return {"id": paths.id, "state": record.state, "reason": record.reason or "", "progress": f"{done}/{len(tasks)}",
-            "current": current, "branch": record.branch, "tasks": tasks}
+            "current": current, "branch": record.branch, "tasks": tasks, "questions": questions}

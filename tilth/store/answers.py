@@ -85,9 +85,12 @@ def record_question(session_dir: Path, task_id: str, iteration: int, asked_by: s
                                                       "question": question, "context": context, "at": iso()})
 
 
-def record_answer(session_dir: Path, task_id: str, iteration: int, text: str) -> str:
+def record_answer(session_dir: Path, task_id: str, iteration: int, text: str, answer_id: str | None = None) -> str:
+    """`answer_id` given (an answer relayed through the broker): written once, however often relayed."""
+    if answer_id is not None and any(row.get("id") == answer_id for row in read_jsonl(answers_path(session_dir, task_id))):
+        return answer_id
     answers_dir(session_dir).mkdir(exist_ok=True)
-    answer_id = secrets.token_hex(4)
+    answer_id = answer_id or secrets.token_hex(4)
     append_jsonl(answers_path(session_dir, task_id), {"kind": "answer", "iter": iteration,
                                                       "text": text[:MAX_ANSWER_CHARS], "at": iso(), "id": answer_id})
     return answer_id

@@ -38,8 +38,11 @@ def read_path(session_dir: Path) -> Path:
     return session_dir / "inbox.read.json"
 
 
-def add_note(session_dir: Path, text: str, task: str | None) -> Note:
-    note = Note(id=secrets.token_hex(4), at=iso(), text=text[:MAX_NOTE_CHARS], task=task)
+def add_note(session_dir: Path, text: str, task: str | None, note_id: str | None = None) -> Note:
+    """`note_id` given (a note relayed through the broker): written once, however often relayed."""
+    if note_id is not None and (known := next((n for n in all_notes(session_dir) if n.id == note_id), None)):
+        return known
+    note = Note(id=note_id or secrets.token_hex(4), at=iso(), text=text[:MAX_NOTE_CHARS], task=task)
     append_jsonl(inbox_path(session_dir), {"id": note.id, "at": note.at, "text": note.text, "task": note.task})
     return note
 
