@@ -212,6 +212,22 @@ def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
 
 
 @pytest.mark.timeout(120)
+def test_a_worker_that_lost_its_lease_pushes_nothing_more(cluster):
+    cluster.worker("w1")
+    cluster.start("x1", held="T-1")
+    cluster.reached("x1", "T-1")
+    client = redis.Redis.from_url(cluster.redis.url)
+    client.set("tilth:lease:x1", "the-new-holder:1:beef", px=120_000)  # a partition: another worker took it
+    pushed = git(cluster.remote, "rev-parse", "refs/tilth/sessions/x1").strip()
+    cluster.release("x1", "T-1")
+    log = cluster.root / "w1.log"
+    wait_until(cluster.root, lambda: b"Job OK" in log.read_bytes(), "the job to end", 60)
+    assert cluster.commits("x1") == [], "T-1's commit never reached the remote"
+    assert git(cluster.remote, "rev-parse", "refs/tilth/sessions/x1").strip() == pushed, "nor did its files"
+    assert client.get("tilth:lease:x1") == b"the-new-holder:1:beef", "the new holder's lease is untouched"
+
+
+@pytest.mark.timeout(120)
 def test_stop_from_a_third_machine_stops_the_remote_session(cluster):
     cluster.worker("w1")
     cluster.start("t1", held="T-1")

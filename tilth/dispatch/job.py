@@ -186,6 +186,13 @@ def carried_files(paths: SessionPaths) -> dict[str, bytes]:
 def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> None:
     if holding.lost:
         return
+    try:
+        if not holding.broker.renew_lease(paths.id, holding.token):  # a holder that lost it never pushes
+            holding.lost = True
+            holding.flag.set("the worker lost the session's lease")
+            return
+    except BrokerDown:
+        pass  # unverifiable now; the remote still refuses a push that is not a fast-forward
     clone = Path(load_session(paths).repo)
     files = {**carried_files(paths), PATCH: staged_patch(Path(load_session(paths).worktree))}
     relayed = holding.relayed
