@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -116,6 +117,19 @@ def sandbox(tmp_path: Path) -> Sandbox:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
     env.update({"TILTH_HOME": str(home), "PYTHONUNBUFFERED": "1"})
     return Sandbox(tmp_path, repo, home, env)
+
+
+def run_killing(sandbox: Sandbox, args: list[str], delay: float, env: dict[str, str] | None = None) -> int | None:
+    """Run `tilth *args`; SIGKILL its whole process group after `delay` s. None when killed."""
+    proc = subprocess.Popen([sys.executable, "-m", "tilth", *args], env={**sandbox.env, **(env or {})},
+                            cwd=sandbox.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        return proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
 
 
 def wait_for_pause(proc: subprocess.Popen, point: str, timeout: float = 30) -> None:

@@ -8,11 +8,9 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 
-from conftest import git, task, wait_for_pause
+from conftest import git, run_killing, task, wait_for_pause
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
 ONE_TRY = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
@@ -219,18 +217,6 @@ def test_kill_9_at_random_instants_with_a_failure_that_blocks_a_dependent(sandbo
             assert 0 in codes, f"trial {trial}: unkilled resumes ended with {codes}"
         check(sandbox, sid, f"trial {trial}")
     assert kills >= 1
-
-
-def run_killing(sandbox, args: list[str], delay: float) -> int | None:
-    """Run `tilth *args`; SIGKILL its whole process group after `delay` s. None when killed."""
-    proc = subprocess.Popen([sys.executable, "-m", "tilth", *args], env=sandbox.env, cwd=sandbox.root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        return proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return None
 
 
 def check(sandbox, sid: str, where: str) -> None:

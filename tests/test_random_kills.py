@@ -9,12 +9,9 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 
-from conftest import git, task
+from conftest import git, run_killing, task
 
 SEED = int(os.environ.get("TILTH_KILL_SEED", "20261123"))
 TRIALS = int(os.environ.get("TILTH_KILL_TRIALS", "6"))
@@ -26,18 +23,6 @@ SCENARIO = {"tasks": {"T-2": [{"write": {"t2.py": "two = 0\n"}, "verdict": REJEC
             "default": [{"write": {"{task}.py": "done = True\n"}}]}
 ENV = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_SANDBOX": "off", "TILTH_STOP_ON_FAILURE": "true"}
 MAX_RUNS = 12
-
-
-def run_killing(sandbox, args: list[str], delay: float) -> int | None:
-    """Run `tilth *args`; SIGKILL its whole process group after `delay` s. None when killed."""
-    proc = subprocess.Popen([sys.executable, "-m", "tilth", *args], env={**sandbox.env, **ENV}, cwd=sandbox.root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        return proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return None
 
 
 def check_invariants(sandbox, sid: str, where: str) -> None:
@@ -61,6 +46,7 @@ def check_invariants(sandbox, sid: str, where: str) -> None:
 
 
 def test_kill_9_at_random_instants_then_resume_until_done(sandbox):
+    sandbox.env.update(ENV)
     rng = random.Random(SEED)
     plan = str(sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")]))
     scenario = str(sandbox.write_json("scenario.json", SCENARIO))

@@ -38,6 +38,11 @@ def broker_or_none():
     return Broker(dispatch)
 
 
+def ended(broker, session_id: str, state: dict) -> bool:
+    """The session has an end state and no worker holds it (a handed-back one is queued again)."""
+    return state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id)
+
+
 def remote_state(session_id: str | None) -> tuple[Any, dict] | None:
     """(broker, state) for a session this machine does not have but the broker knows."""
     if not session_id:
@@ -77,6 +82,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     print(f"tilth worker: {args.concurrency} worker(s) on queue {broker.dispatch.queue!r} of "
           f"{broker.dispatch.broker_url}", flush=True)
     return serve(args.concurrency)
+
+
+def wanted(args: argparse.Namespace, settings) -> bool:
+    """`tilth start` dispatches: `--dispatch`, or `[dispatch] always` without `--foreground`."""
+    dispatch = settings.dispatch
+    if not (args.dispatch or (dispatch is not None and dispatch.always and not args.foreground)):
+        return False
+    if dispatch is None:
+        raise BadInput("--dispatch needs a [dispatch] section in config.toml (broker_url, remote); see the README, "
+                       "\"More than one machine\"")
+    if args.foreground or args.at:
+        raise BadInput("--dispatch hands the session to a worker; drop --foreground and --at")
+    return True
 
 
 def start(args: argparse.Namespace, plan, seed, backend, settings, say) -> int:
@@ -147,7 +165,7 @@ def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: boo
             after = entry_id
             for line in readable.lines(event):
                 print(line, flush=True)
-        if state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id):
+        if ended(broker, session_id, state):
             break
     return 0
 
@@ -157,7 +175,7 @@ def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         state = broker.state(session_id) or {}
-        if state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id):
+        if ended(broker, session_id, state):
             print(f"session {session_id}: {state['state']}" + (f" ({state['reason']})" if state.get("reason") else ""))
             return WAIT_EXIT[state["state"]]
         if deadline is not None and time.monotonic() > deadline:
@@ -191,7 +209,7 @@ def answer(found: tuple[Any, dict], session_id: str, task_id: str, text: str) ->
         raise BadInput(f"task {task_id} of session {session_id} is not waiting for an answer (it is "
                        f"{tasks[task_id]['status']})")
     broker.leave(session_id, "answer", task_id, text)
-    if state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id):
+    if ended(broker, session_id, state):
         enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
         print(f"answer recorded for {task_id}; session {session_id} queued again for a worker")
     else:

@@ -111,12 +111,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
-    dispatching = args.dispatch or (settings.dispatch is not None and settings.dispatch.always and not args.foreground)
-    if dispatching and settings.dispatch is None:
-        raise BadInput("--dispatch needs a [dispatch] section in config.toml (broker_url, remote); see the README, "
-                       "\"More than one machine\"")
-    if dispatching and (args.foreground or args.at):
-        raise BadInput("--dispatch hands the session to a worker; drop --foreground and --at")
+    dispatching = cmd_dispatch.wanted(args, settings)
     if not dispatching and not args.repo:
         raise BadInput("no repository: pass --repo PATH (the git repository to work on)")
     if not args.foreground and not dispatching:

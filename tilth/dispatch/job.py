@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 from tilth.core.config import Settings, load_settings
@@ -61,7 +62,7 @@ def run_job(session_id: str, remote: str, resume: bool = False) -> str:
     holding = Holding(broker, session_id, token, settings, remote)
     try:
         if broker.stop_requested(session_id):
-            return stop_before_start(broker, session_id, settings)
+            return stop_before_start(broker, session_id)
         paths = take_over(session_id, remote)
         holding.relayed = relay_inbox(broker, paths)
         holding.start()
@@ -78,13 +79,11 @@ def run_job(session_id: str, remote: str, resume: bool = False) -> str:
 def wait_for_lease(broker: Broker, session_id: str, token: str, settings: Settings) -> bool:
     """A worker that just died may still hold the lease for up to `lease_s`; after twice that the
     holder is alive and renewing it, and this job has nothing to do."""
-    stop = threading.Event()
-    waited = 0.0
+    deadline = time.monotonic() + 2 * settings.dispatch.lease_s
     while not broker.take_lease(session_id, token):
-        if waited > 2 * settings.dispatch.lease_s:
+        if time.monotonic() > deadline:
             return False
-        stop.wait(0.5)
-        waited += 0.5
+        time.sleep(0.5)
     return True
 
 
@@ -103,20 +102,25 @@ class Holding(threading.Thread):
         self._done = threading.Event()
 
     def run(self) -> None:
-        beats = 0
+        renewed = time.monotonic()
         while not self._done.wait(min(1.0, self.every)):
-            beats += 1
             try:
-                if beats * min(1.0, self.every) >= self.every:
-                    beats = 0
-                    if not self.broker.renew_lease(self.session_id, self.token):
-                        self.lost = True
-                        log.error("session %s: lease lost; stopping without pushing", self.session_id)
-                        self.flag.set("the worker lost the session's lease")
+                if time.monotonic() - renewed >= self.every:
+                    if not self.still_held():
                         return
+                    renewed = time.monotonic()
                 self.poll_stop()
             except BrokerDown:
                 continue  # the lease outlives a short outage; a long one ends in `lost` once it is back
+
+    def still_held(self) -> bool:
+        """Renew the lease; a lost one stops the run, and nothing is pushed from here again."""
+        if self.broker.renew_lease(self.session_id, self.token):
+            return True
+        self.lost = True
+        log.error("session %s: lease lost; stopping without pushing", self.session_id)
+        self.flag.set("the worker lost the session's lease")
+        return False
 
     def poll_stop(self) -> None:
         if not self.user_stop and self.broker.stop_requested(self.session_id):
@@ -187,9 +191,7 @@ def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) ->
     if holding.lost:
         return
     try:
-        if not holding.broker.renew_lease(paths.id, holding.token):  # a holder that lost it never pushes
-            holding.lost = True
-            holding.flag.set("the worker lost the session's lease")
+        if not holding.still_held():  # checked right before the push, not only every third of lease_s
             return
     except BrokerDown:
         pass  # unverifiable now; the remote still refuses a push that is not a fast-forward
@@ -262,7 +264,7 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
     return code
 
 
-def stop_before_start(broker: Broker, session_id: str, settings: Settings) -> str:
+def stop_before_start(broker: Broker, session_id: str) -> str:
     """A `tilth stop` that came while the session waited in the queue: it ends stopped unrun."""
     broker.set_state(session_id, {"state": "stopped", "reason": "stopped by `tilth stop` before it ran",
                                   "worker": ""})

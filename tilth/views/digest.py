@@ -26,7 +26,7 @@ from tilth.store.home import all_session_ids, session_paths
 from tilth.store.prd_peek import peek_plan
 from tilth.store.rollup import load_rollup
 from tilth.store.session_peek import effective_state, peek_session
-from tilth.views.figures import money, short
+from tilth.views.figures import duration, money, short
 
 DEFAULT_SINCE = "24h"
 RELATIVE = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
@@ -57,14 +57,6 @@ def _utc(ts: str | None) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "never ran"
-    s = int(round(seconds))
-    h, m, s = s // 3600, s % 3600 // 60, s % 60
-    return f"{h}h {m:02d}m" if h else f"{m}m {s:02d}s" if m else f"{s}s"
 
 
 def _head(repo: str, branch: str) -> str | None:
@@ -186,7 +178,7 @@ def render(digest: dict[str, Any]) -> str:
         lines.append(f"\n{s['id']} [{s['state']}] {window}; overall {s['done']}/{s['tasks']} done, {s['failed']} "
                      f"failed, {s['pending']} pending")
         lines.append(f"  spend {money(s['cost_usd'], s['cost_is_lower_bound'])}, {s['tokens']:,} tokens, "
-                     f"ran {_duration(s['running_s'])}; {s['branch']} at {s['head'] or '(no branch)'}; "
+                     f"ran {duration(s['running_s'], 'never ran', hour_seconds=False)}; {s['branch']} at {s['head'] or '(no branch)'}; "
                      f"last activity {_local(s['touched'])}")
         for e in digest["memory"]:
             if e["session"] == s["id"]:

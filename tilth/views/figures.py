@@ -34,3 +34,14 @@ def verdict_label(verdict: str, category: str | None = "", concern: str | None =
         return "accept"
     label = verdict + (f" ({category})" if category and category != "none" else "")
     return label + (f": {short(concern, limit)}" if concern and concern.strip() else "")
+
+
+def duration(seconds: float | None, never: str = "(never ran)", hour_seconds: bool = True) -> str:
+    """`42s`, `3m 07s`, `2h 05m 09s` (`2h 05m` without `hour_seconds`); `never` for None."""
+    if seconds is None:
+        return never
+    s = int(round(seconds))
+    h, m, s = s // 3600, s % 3600 // 60, s % 60
+    if h:
+        return f"{h}h {m:02d}m" + (f" {s:02d}s" if hour_seconds else "")
+    return f"{m}m {s:02d}s" if m else f"{s}s"

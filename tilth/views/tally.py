@@ -229,15 +229,8 @@ def tally(paths: SessionPaths) -> SessionTally:
     )
 
 
-money, token_count = figures.money, figures.token_count  # where the report and `tilth pr` have always found them
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "(never ran)"
-    s = int(round(seconds))
-    h, m, s = s // 3600, s % 3600 // 60, s % 60
-    return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s" if m else f"{s}s"
+# Where the report, the notifications and `tilth pr` have always found them.
+money, token_count, duration = figures.money, figures.token_count, figures.duration
 
 
 def resume_command(session_id: str) -> str:
