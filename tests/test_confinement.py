@@ -101,7 +101,7 @@ def write_hook(directory, name, body):
 def test_hook_contract_silent_success_visible_block_and_an_event_always(sandbox, model):
     server, env = model
     log = sandbox.root / "hook-log.txt"
-    write_hook(sandbox.repo / ".tilth" / "hooks", "pre_tool.no-grep",
+    write_hook(sandbox.home / "hooks", "pre_tool.no-grep",
                'in=$(cat); case "$in" in *\'"tool":"grep"\'*) echo "grep is disabled here"; exit 1;; esac')
     write_hook(sandbox.home / "hooks", "post_task", f'cat >> {log}; echo >> {log}')
     write_hook(sandbox.home / "hooks", "session_end", f'cat >> {log}')

@@ -16,7 +16,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "core": set(),
     "store": {"core"},
     "git": {"core", "store"},
-    "agents": {"core", "store"},
+    "agents": {"core", "store", "git"},
     "views": {"core", "store", "git", "agents"},
     "run": {"core", "store", "git", "agents", "views"},
     "daemon": {"core", "store"},

@@ -1,6 +1,11 @@
 """Hooks: executables run at `pre_tool`, `post_task` and `session_end`.
 
-Found in, in order: `$TILTH_HOME/hooks/` and `<repo>/.tilth/hooks/`. Before them every
+Found only in `$TILTH_HOME/hooks/`: the user's own configuration (the examples in tilth's top-level
+`hooks/` are installed there by copying). Never from the repository or the session branch: a
+`.tilth/hooks/` the worker writes would otherwise become a program tilth runs on the host once the
+branch is merged. A hook runs on the host, unconfined, with the user's environment minus tilth's
+settings and model keys; a git it runs on the worktree is pointed at the recorded git dir with
+every program-running setting off (`git/worktree_git.env`). Before them every
 tool call passes tilth's built-in policy (`agents/policy.py`, in-process: it blocks
 destructive commands and agent commits/pushes), which is a `hook_run` event only when it
 blocks. A hook for a point is an executable file
@@ -26,7 +31,7 @@ from typing import Any
 import orjson
 
 from tilth.agents.policy import NAME, refusal
-from tilth.agents.tools.shell import agent_env
+from tilth.git import worktree_git
 from tilth.store.events import EventLog, document
 
 document({"hook_run": "a hook ran; data: point, hook, exit_code, outcome (ok|blocked|failed), output, duration_ms"})
@@ -43,8 +48,17 @@ class HookVerdict:
     """What the agent is told; empty when every hook succeeded."""
 
 
-def hook_dirs(home: Path, repo: Path) -> list[Path]:
-    return [home / "hooks", repo / ".tilth" / "hooks"]
+HIDDEN_FROM_HOOKS = ("TILTH_", "OPENAI_", "OPENROUTER_", "ANTHROPIC_")
+
+
+def hook_dirs(home: Path) -> list[Path]:
+    return [home / "hooks"]
+
+
+def hook_env(git_dir: Path | None, worktree: Path) -> dict[str, str]:
+    """The user's environment without tilth's settings and model keys, its git made safe."""
+    mine = {k: v for k, v in os.environ.items() if not k.startswith(HIDDEN_FROM_HOOKS)}
+    return worktree_git.env(git_dir, worktree, mine)
 
 
 def find_hooks(dirs: list[Path], point: str) -> list[Path]:
@@ -58,8 +72,10 @@ def find_hooks(dirs: list[Path], point: str) -> list[Path]:
 
 
 class Hooks:
-    def __init__(self, dirs: list[Path], worktree: Path, events: EventLog, session_id: str):
+    def __init__(self, dirs: list[Path], worktree: Path, events: EventLog, session_id: str,
+                 git_dir: Path | None = None):
         self.dirs, self.worktree, self.events, self.session_id = dirs, worktree, events, session_id
+        self.git_dir = git_dir
 
     def run(self, point: str, task_id: str | None, iteration: int | None, **payload: Any) -> HookVerdict:
         messages, blocked = [], False
@@ -74,7 +90,7 @@ class Hooks:
             started = time.monotonic()
             try:
                 done = subprocess.run([str(hook)], input=body, capture_output=True, cwd=self.worktree,
-                                      env=agent_env(), timeout=TIMEOUT)
+                                      env=hook_env(self.git_dir, self.worktree), timeout=TIMEOUT)
                 code, output = done.returncode, (done.stdout + done.stderr).decode(errors="replace").strip()
             except subprocess.TimeoutExpired:
                 code, output = -1, f"hook timed out after {TIMEOUT}s"

@@ -2,7 +2,7 @@
 commands, and any commit or push by the agent (tilth makes the one commit per task itself).
 
 It runs in tilth's own process so that a tool call it has nothing to say about costs
-nothing; user hooks (`$TILTH_HOME/hooks/`, `<repo>/.tilth/hooks/`) still run as executables.
+nothing; user hooks (`$TILTH_HOME/hooks/`, never the repository) still run as executables.
 """
 
 from __future__ import annotations

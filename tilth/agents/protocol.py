@@ -13,6 +13,7 @@ from typing import Protocol
 
 from tilth.agents.accounting import Meter
 from tilth.agents.checks import CheckResult
+from tilth.agents.confinement import Confinement
 from tilth.agents.hooks import Hooks
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
@@ -50,8 +51,8 @@ class WorkerJob:
     events: EventLog
     notes: KnowledgeBase
     """The session's scratch notes, outside the worktree (note_write / note_read)."""
-    sandbox: tuple[str, ...] = ()
-    """The argv prefix that confines the agent's commands (empty when unconfined)."""
+    sandbox: Confinement = Confinement()
+    """How the agent's commands run: sandbox argv (empty when unconfined), environment, private home."""
     hooks: Hooks | None = None
     """pre_tool hooks every tool call passes through first."""
 
@@ -71,8 +72,8 @@ class EvaluationJob:
     events: EventLog
     checks: list[CheckResult]
     """Deterministic checks already run on the worktree; a failing one blocks acceptance."""
-    sandbox: tuple[str, ...] = ()
-    """The argv prefix that confines a CLI evaluator (empty when unconfined)."""
+    sandbox: Confinement = Confinement()
+    """How a CLI evaluator runs (an empty wrapper when unconfined)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class LearningJob:
     prompt: str
     events: EventLog
     worktree: Path | None = None
-    sandbox: tuple[str, ...] = ()
+    sandbox: Confinement = Confinement()
 
 
 class Worker(Protocol):

@@ -3,12 +3,16 @@
 Under bubblewrap: the whole filesystem read-only, the worktree writable, all of the main
 repository's git metadata read-only (the agent reads history with `git log/diff/status/show`;
 `git add`, `git commit`, `git stash` and any write to HEAD, refs or objects fail with
-"Read-only file system", so only tilth moves `session/<id>`), `$TILTH_HOME/sessions` hidden
-behind an empty tmpfs, `$TILTH_HOME/config.toml` hidden, and a private /tmp. The command
-runs in its own PID, IPC and UTS namespaces with a fresh /proc (no host process, no other
-session, no other process's environment is visible) and a new terminal session; when the
-command ends or is killed, the namespace dies and takes every process it started with it,
-`setsid` and double-forked ones included.
+"Read-only file system", so only tilth moves `session/<id>`), the worktree's `.git` file
+read-only (it cannot be pointed at another repository), all of `$TILTH_HOME` hidden (sessions,
+other worktrees, memory, config.toml), the user's home replaced by the session's private home
+(`$TILTH_HOME/agent-homes/<id>`, kept across attempts: no SSH keys, cloud credentials or agent
+config of the user's), the toolchains on PATH re-exposed read-only, and a private /tmp. Every
+capability is dropped (`--cap-drop ALL`), so root inside cannot remount, unmount or change
+ownership. The command runs in its own PID, IPC and UTS namespaces with a fresh /proc (no host
+process, no other session, no other process's environment is visible) and a new terminal
+session; when the command ends or is killed, the namespace dies and takes every process it
+started with it, `setsid` and double-forked ones included.
 
 Network (`agent_network`): `on` leaves the host network as it is, so package installs work and
 a model endpoint on loopback stays reachable from the agent's commands; a `git push` still
@@ -22,6 +26,7 @@ Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, sa
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from functools import lru_cache
@@ -58,37 +63,49 @@ def resolve_mode(setting: str, network: str = "on") -> str:
     return mode
 
 
-def common_git_dir(worktree: Path) -> Path | None:
-    """The main repository's git dir, from the `.git` file of a linked worktree."""
-    marker = worktree / ".git"
-    if not marker.is_file():
-        return None
-    text = marker.read_text().strip()
-    if not text.startswith("gitdir:"):
-        return None
-    own = (worktree / text.split(":", 1)[1].strip()).resolve()
-    return (own / (own / "commondir").read_text().strip()).resolve() if (own / "commondir").is_file() else own
-
-
-def wrap(mode: str, worktree: Path, home: Path, network: str = "on") -> list[str]:
-    """The argv prefix that runs a command confined (empty when unconfined)."""
+def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home: Path | None = None,
+         expose: tuple[Path, ...] = (), git_common: Path | None = None, hide: tuple[Path, ...] = ()) -> list[str]:
+    """The argv prefix that runs a command confined (empty when unconfined). `agent_home`: the
+    session's private home, seen at the user's HOME path; `expose`: paths under HOME or TILTH_HOME
+    seen read-only all the same (the toolchains on PATH, the agent's binary, `sandbox_expose`);
+    `git_common`: the user's repository's git dir, from its recorded path (never from the worktree);
+    `hide`: credential files inside an exposed directory, shown empty."""
     if mode != "bwrap":
         return []
-    worktree = worktree.resolve()
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try",
-            *(["--unshare-net"] if network == "off" else []),
-            "--tmpfs", "/tmp", "--bind", str(worktree), str(worktree)]
-    common = common_git_dir(worktree)
-    if common:
-        # Re-exposed read-only even when the repository lives under the private /tmp.
-        argv += ["--ro-bind", str(common), str(common)]
-    sessions = home.resolve() / "sessions"
-    if sessions.is_dir():
-        argv += ["--tmpfs", str(sessions)]
-    config = home.resolve() / "config.toml"
-    if config.is_file():
-        argv += ["--ro-bind", "/dev/null", str(config)]
+    worktree, home = worktree.resolve(), home.resolve()
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try", "--cap-drop", "ALL",
+            *(["--unshare-net"] if network == "off" else []), "--tmpfs", "/tmp"]
+    user_home = real_home()
+    if agent_home is not None and user_home is not None:
+        # The user's home (SSH keys, cloud credentials, agent config) is replaced by the session's own.
+        argv += ["--bind", str(agent_home), str(user_home)]
+    if not (agent_home is not None and user_home is not None and home.is_relative_to(user_home)):
+        argv += ["--tmpfs", str(home)]  # other sessions, their worktrees, memory, config.toml, clones
+    for path in expose:
+        if path.exists():
+            argv += ["--ro-bind", str(path), str(path)]
+    for path in hide:
+        argv += ["--ro-bind", os.devnull, str(path)]
+    if agent_home is not None:
+        argv += ["--bind", str(agent_home), str(agent_home)]
+    argv += ["--bind", str(worktree), str(worktree)]
+    if git_common is not None:
+        # Re-exposed read-only even when the repository lives under a hidden directory.
+        argv += ["--ro-bind", str(git_common), str(git_common)]
+    marker = worktree / ".git"
+    if marker.exists() or marker.is_symlink():
+        # Neither the worker nor a process it starts may point the worktree at another repository.
+        argv += ["--ro-bind", str(marker), str(marker)]
     return argv + ["--die-with-parent", "--chdir", str(worktree)]
+
+
+def real_home() -> Path | None:
+    """The user's home directory, when it is one the sandbox can hide (not `/`)."""
+    raw = os.environ.get("HOME")
+    if not raw:
+        return None
+    path = Path(raw).resolve()
+    return path if path != Path("/") and path.is_dir() else None
 
 
 def amend(wrapper: list[str] | tuple[str, ...], worktree: Path, read_only: bool = False,

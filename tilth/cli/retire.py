@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from tilth.core.errors import BadInput, SessionBusy, TilthError
 from tilth.git import gitcli
 from tilth.git.gitops import open_source_repo, remove_worktree
-from tilth.run.create import worktree_name
+from tilth.git.worktree_git import has_uncommitted, session_git_dir, worktree_name
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import fsync_dir
 from tilth.store.lock import SessionLock
@@ -64,7 +64,7 @@ def cleanse(paths: SessionPaths) -> str:
         if tip and not holders:
             raise BadInput(f"{record.branch} ({tip[:7]}) is neither merged nor pushed (no other branch or "
                            f"remote-tracking ref has it); run `tilth push {paths.id}` first, then cleanse")
-        if worktree.exists() and gitcli.has_uncommitted(worktree):
+        if worktree.exists() and has_uncommitted(session_git_dir(record.repo, paths.id), worktree):
             raise BadInput(f"the worktree {worktree} has uncommitted changes (an interrupted task's partial work); "
                            f"`tilth resume {paths.id}` to finish it or `tilth reset {paths.id}` to discard it")
         where = f"{tip[:7]} is on {holders[0]}" if tip else "the branch was already gone"

@@ -180,8 +180,12 @@ class Settings(BaseModel):
     agent_timeout_s: float = Field(1800.0, gt=0)
     """Wall-clock limit of one CLI agent run; it and every process it started are then killed."""
     agent_pass_env: list[str] = Field(default_factory=list)
-    """Environment variables a CLI agent gets besides the agent environment and its own endpoint and key
-    variables; their values are redacted from every session file (env: comma-separated)."""
+    """Environment variables the agent's commands (and a CLI agent) get besides the allowlist (PATH, HOME,
+    LANG, LC_*, TERM, TZ, ...) and a CLI agent's own endpoint and key variables; their values are redacted
+    from every session file (env: comma-separated)."""
+    sandbox_expose: list[str] = Field(default_factory=list)
+    """Paths under your home directory or TILTH_HOME the sandboxed agent may read all the same (the
+    toolchains on PATH and the agent's binary are exposed already) (env: comma-separated)."""
     usage_limit_backoff_s: float = Field(300.0, ge=0)
     """When an agent hits a usage limit without saying when it lifts: the first pause, doubled for each
     pause in a row (a task ending starts again), up to usage_limit_backoff_max_s."""
@@ -269,7 +273,7 @@ def env_name(field: str) -> str:
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env", "evaluators", "notify"):
+    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 

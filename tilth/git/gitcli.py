@@ -95,10 +95,6 @@ def refs_containing(repo: str | Path, sha: str) -> list[str]:
     return out.stdout.split()
 
 
-def has_uncommitted(worktree: str | Path) -> bool:
-    return bool(run(worktree, "--no-optional-locks", "status", "--porcelain").stdout.strip())
-
-
 LOG_FIELDS = ("sha", "subject", "Tilth-Task", "Tilth-Iterations", "Tilth-Outcome")
 
 

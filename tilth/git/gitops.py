@@ -84,10 +84,37 @@ def remove_worktree(repo: pygit2.Repository, branch: str, name: str, path: Path)
         existing.delete()
 
 
-def open_worktree(path: Path) -> pygit2.Repository:
-    if not (path / ".git").exists():
+def open_worktree(path: Path, git_dir: Path, repair: bool = True) -> pygit2.Repository:
+    """The session worktree, opened by its admin dir in the user's repository (`git_dir`), never by
+    what its `.git` file says: an unconfined worker can rewrite that file to point at a repository
+    of its own. A `.git` file that no longer names `git_dir` is put back (unless a read-only view asks)."""
+    if not path.is_dir() or not (git_dir / "HEAD").is_file():
         raise BadInput(f"the session worktree {path} is missing; the session cannot continue")
-    return pygit2.Repository(str(path))
+    repo = pygit2.Repository(str(git_dir))
+    if repo.workdir is None or Path(repo.workdir).resolve() != path.resolve():
+        raise BadInput(f"{git_dir} is the git dir of {repo.workdir}, not of the session worktree {path}; "
+                       "`tilth doctor` says how to repair it")
+    if repair:
+        restore_git_file(path, git_dir)
+    return repo
+
+
+def restore_git_file(path: Path, git_dir: Path) -> bool:
+    """Make the worktree's `.git` the file git wrote (`gitdir: <git_dir>`); True when it was not."""
+    marker, wanted = path / ".git", f"gitdir: {git_dir}\n"
+    try:
+        if marker.is_file() and not marker.is_symlink() and marker.read_text(errors="replace") == wanted:
+            return False
+    except OSError:
+        pass
+    if marker.is_dir() and not marker.is_symlink():
+        import shutil
+
+        shutil.rmtree(marker)
+    else:
+        marker.unlink(missing_ok=True)
+    marker.write_text(wanted)
+    return True
 
 
 def stage_all(repo: pygit2.Repository) -> list[str]:
@@ -311,14 +338,12 @@ def registered_worktree(repo: pygit2.Repository, name: str) -> str | None:
     return repo.lookup_worktree(name).path
 
 
-def worktree_head(path: Path) -> str | None:
-    """What the HEAD of the worktree at `path` says (`ref: refs/heads/...` or a sha), or None."""
-    repo = open_repo(path)
-    if repo is None:
-        return None
+def worktree_head(git_dir: Path) -> str | None:
+    """What the HEAD of the worktree whose admin dir is `git_dir` says (`ref: refs/heads/...` or a
+    sha), or None; read from the admin dir, never through the worktree's own `.git` file."""
     try:
-        return (Path(repo.path) / "HEAD").read_text(errors="replace").strip()
-    except FileNotFoundError:
+        return (git_dir / "HEAD").read_text(errors="replace").strip()
+    except OSError:
         return None
 
 

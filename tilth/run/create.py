@@ -26,6 +26,7 @@ from tilth.core.diskspace import is_disk_full, no_space
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.core.faults import checkpoint
 from tilth.core.travel import keys_in_use, session_view
+from tilth.git.worktree_git import worktree_name
 from tilth.git.gitops import (GitError, check_checkout, create_worktree, open_source_repo, reclaim_worktree,
                               remove_worktree, resolve_commit)
 from tilth.store.creating import CreationIntent, Staging, begin, claim_orphans
@@ -41,10 +42,6 @@ document({"session_created": "the session dir, branch and worktree were created;
 
 def new_session_id() -> str:
     return utc_now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-def worktree_name(session_id: str) -> str:
-    return f"tilth-{session_id}"
 
 
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,

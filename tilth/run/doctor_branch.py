@@ -11,7 +11,7 @@ from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, read_task_commit
 from tilth.git.gitops import (branch_tip, chain_from, commit_at, common_dir, descends_from, registered_worktree,
                               worktree_admin_dir, worktree_head)
-from tilth.run.create import worktree_name
+from tilth.git.worktree_git import command_line, session_git_dir, worktree_name
 from tilth.run.doctor import DUPLICATES_SUFFIX, OK, PERSON, PROBLEM, Diagnosis
 from tilth.store.answers import is_answered
 from tilth.store.events import read_events
@@ -45,7 +45,7 @@ def holds(repo, tip: str, sha: str) -> bool:
 def put_back(d: Diagnosis, sha: str) -> str:
     record = d.record
     if (Path(record.worktree) / ".git").exists():
-        return f"git -C {record.worktree} reset --keep {sha}"
+        return command_line(session_git_dir(record.repo, record.id), Path(record.worktree), "reset", "--keep", sha)
     return f"git -C {record.repo} update-ref refs/heads/{record.branch} {sha}"
 
 
@@ -104,11 +104,11 @@ def check_worktree(d: Diagnosis, repo) -> None:
                       f"run git -C {record.repo} worktree repair {path} (if its registration is gone, move it aside: "
                       f"mv {path} {path}.old, and tilth doctor {record.id} --fix checks it out again)")
         return
-    head = worktree_head(path)
+    head = worktree_head(session_git_dir(record.repo, record.id))
     if head != f"ref: refs/heads/{branch}":
         d.worktree_blocked = True
-        d.add(PERSON, f"the worktree's HEAD is {head or '(unreadable)'}, not {branch}: run git -C {path} checkout "
-                      f"{branch}")
+        d.add(PERSON, f"the worktree's HEAD is {head or '(unreadable)'}, not {branch}: run "
+                      f"{command_line(session_git_dir(record.repo, record.id), path, 'checkout', branch)}")
         return
     d.worktree_ok = True
     d.add(OK, f"the worktree {path} is registered and on {branch}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tilth.git.gitops import check_readable, clear_stale_locks, open_repo, open_worktree, readd_worktree
-from tilth.run.create import worktree_name
+from tilth.git.worktree_git import session_git_dir, worktree_name
 from tilth.run.doctor import (DUPLICATES_SUFFIX, PERSON, PROBLEM, RECONCILED, REPAIRED, TORN_SUFFIX, Diagnosis,
                               Finding, diagnose, torn_lines)
 from tilth.run.outcomes import Workspace
@@ -137,8 +137,8 @@ def _reconcile(d: Diagnosis, events: EventLog) -> None:
     where tilth left them (the diagnosis says so)."""
     if not (d.branch_ok and d.worktree_ok):  # only the git locks; the worktree's own go with it when it is gone
         if (Path(d.record.worktree) / ".git").exists():
-            clear_stale_locks(open_worktree(Path(d.record.worktree)), d.record.branch)
+            clear_stale_locks(open_worktree(Path(d.record.worktree), session_git_dir(d.record.repo, d.record.id)), d.record.branch)
         return
-    ws = Workspace(d.paths, d.record, open_worktree(Path(d.record.worktree)), events)
+    ws = Workspace(d.paths, d.record, open_worktree(Path(d.record.worktree), session_git_dir(d.record.repo, d.record.id)), events)
     check_readable(ws.repo, d.record.branch)
     reconcile(ws, unwind_failed=False)

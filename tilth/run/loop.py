@@ -15,13 +15,16 @@ from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
     make_backend
-from tilth.agents.sandbox import resolve_mode, wrap
+from tilth.agents.confinement import Confinement
+from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.core.travel import key_variable, with_session_view
 from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
+from tilth.git.worktree_git import session_git_dir
+from tilth.run.confining import session_confinement
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import notifying
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
@@ -75,7 +78,7 @@ class Run:
     stop: StopFlag
     caps: Caps
     sources: Sources
-    sandbox: tuple[str, ...]
+    sandbox: Confinement
     hooks: Hooks
     paused_until: str | None = None
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
@@ -143,7 +146,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     record = load_session(paths)
     meter = Meter.from_rollup(events.keep_rollup())
     backend = make_backend(record.backend, settings, meter)
-    ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
+    ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events)
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     reconcile(ws, unwind_failed=resume)
@@ -151,7 +154,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     record_transcript(paths, record, backend.label, events)
     notifying.watch(paths, settings.notify, events, not settings.stop_on_failure)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
-    hooks = Hooks(hook_dirs(paths.home, Path(record.repo)), Path(record.worktree), events, paths.id)
+    hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
                sandbox, hooks)
 
@@ -197,14 +200,14 @@ def crash_reason(exc: BaseException) -> str:
     return f"crashed: {type(exc).__name__}" + (f": {text}" if text else "")
 
 
-def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, events: EventLog) -> tuple[str, ...]:
+def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, events: EventLog) -> Confinement:
     """Decide the sandbox for this run, record it in session.json, and say so when unconfined."""
     mode = resolve_mode(settings.sandbox, settings.agent_network)
     record.sandbox = mode
     save_session(paths, record)
     network = settings.agent_network
     events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network)
-    return tuple(wrap(mode, Path(record.worktree), paths.home, network))
+    return session_confinement(mode, paths, record, settings)
 
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:

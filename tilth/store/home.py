@@ -42,6 +42,11 @@ class SessionPaths:
         return self.home / "worktrees" / self.id
 
     @property
+    def agent_home(self) -> Path:
+        """The home directory the session's agent commands see (`agents/confinement.py`)."""
+        return self.home / "agent-homes" / self.id
+
+    @property
     def session_json(self) -> Path:
         return self.dir / "session.json"
 

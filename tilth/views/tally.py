@@ -25,6 +25,7 @@ from tilth.agents.accounting import Meter
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits
 from tilth.git.gitops import open_worktree
+from tilth.git.worktree_git import session_git_dir
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
@@ -149,9 +150,9 @@ def running_seconds(events: list[dict[str, Any]], now: datetime | None = None) -
     return max(0.0, total) if ran else None
 
 
-def _branch_commits(worktree: str, base: str) -> tuple[str | None, dict[str, TaskCommit]]:
+def _branch_commits(record, base: str) -> tuple[str | None, dict[str, TaskCommit]]:
     try:
-        repo = open_worktree(Path(worktree))
+        repo = open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id), repair=False)
         commits = branch_task_commits(repo, base)
         return str(repo.head.target), {c.task_id: c for c in commits}
     except (BadInput, pygit2.GitError):
@@ -185,7 +186,7 @@ def _last_checks(events: list[dict[str, Any]], task_id: str, iteration: int) -> 
 def tally(paths: SessionPaths) -> SessionTally:
     record = load_session(paths)
     events = EventLog(paths.events).read()
-    head, commits = _branch_commits(record.worktree, record.base_commit)
+    head, commits = _branch_commits(record, record.base_commit)
     try:
         plan = [(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in load_plan(paths.prd)]
     except BadInput:

@@ -24,6 +24,7 @@ from tilth.agents.backends.answers import (EVALUATOR_ENDING, LEARNER_ENDING, WOR
                                            parse_verdict, parse_worker_answer, verdict_problem)
 from tilth.agents.backends.presets import binary, check_command, launch
 from tilth.agents.protocol import AgentFailed, EvaluationJob, LearningJob, UsageLimited, WorkerJob
+from tilth.agents.confinement import Confinement
 from tilth.agents.sandbox import amend
 from tilth.core.config import Settings
 from tilth.store.events import EventLog, document
@@ -51,7 +52,7 @@ class Where:
     iteration: int
     worktree: Path
     events: EventLog
-    sandbox: tuple[str, ...]
+    sandbox: Confinement
 
 
 class CliAgent:
@@ -69,8 +70,8 @@ class CliAgent:
         with tempfile.TemporaryDirectory(prefix="tilth-agent-") as scratch:
             prompt_file = Path(scratch) / "prompt.md"
             prompt_file.write_text(prompt)
-            spec = launch(self.name, role, self.settings, prompt_file, sandboxed=bool(at.sandbox))
-            wrapper = amend(at.sandbox, at.worktree, read_only=role != "worker", writable=spec.writable,
+            spec = launch(self.name, role, self.settings, prompt_file, at.sandbox)
+            wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
                             readable=[prompt_file] if spec.prompt_argument else [])
             on_line = None if spec.reader is None else self._stepper(role, at, spec.reader)
             try:

@@ -89,7 +89,8 @@ class OpenAIEvaluator:
 
     def evaluate(self, job: EvaluationJob) -> Verdict:
         chat = ChatClient("evaluator", self.settings, self.meter, job.events)
-        tools = Toolbox(job.worktree, "evaluator", job.events, self.settings.tool_timeout, read_only=True)
+        tools = Toolbox(job.worktree, "evaluator", job.events, self.settings.tool_timeout, read_only=True,
+                        sandbox=job.sandbox)
         messages = [{"role": "system", "content": EVALUATOR_SYSTEM}, {"role": "user", "content": job.prompt}]
         failures: list[str] = []
         for step in range(self.settings.evaluator_max_steps):

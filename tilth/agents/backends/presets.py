@@ -6,8 +6,9 @@ config directory it may write, and the reader for its output. Flags are those of
 Roles: the `worker` edits the worktree; the `evaluator` and the `learner` only read it (the
 sandbox mounts the worktree read-only for them; unconfined, the agent's own read-only mode).
 
-Environment: the agent environment (no tilth settings, no provider keys), plus the agent's own
-endpoint and key variables by its own conventions, plus `agent_pass_env`. The values of those
+Environment: the agent environment (`agents/confinement.py`: an allowlist, no tilth settings, no
+provider keys), plus the agent's own endpoint and key variables by its own conventions, plus
+`agent_pass_env`. Its config directory is the session's own copy (`confinement.agent_config_dir`). The values of those
 named like a secret (`*KEY*`, `*TOKEN*`, ...) and of every `agent_pass_env` variable are
 registered for redaction, so a key an agent echoes never reaches a session file.
 """
@@ -23,7 +24,7 @@ from typing import Callable
 
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader
 from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, AIDER_ENV
-from tilth.agents.tools.shell import agent_env
+from tilth.agents.confinement import Confinement, agent_config_dir
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.store.redaction import register_secret
@@ -75,19 +76,21 @@ def binary(name: str, settings: Settings) -> str:
     return found
 
 
-def launch(name: str, role: str, settings: Settings, prompt_file: Path, sandboxed: bool) -> Launch:
-    env = _environment(name, settings, sandboxed)
+def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinement: Confinement) -> Launch:
+    sandboxed = confinement.confined
+    env = _environment(name, settings, confinement)
+    home = confinement.agent_home
     if name == "claude":
-        return _claude(role, settings, env, sandboxed)
+        return _claude(role, settings, env, sandboxed, home)
     if name == "codex":
-        return _codex(role, settings, env, sandboxed)
+        return _codex(role, settings, env, sandboxed, home)
     if name == "aider":
-        return _aider(role, settings, env, prompt_file)
+        return _aider(role, settings, env, prompt_file, home)
     return _command(role, settings, env, prompt_file)
 
 
-def _environment(name: str, settings: Settings, sandboxed: bool) -> dict[str, str]:
-    env = agent_env()
+def _environment(name: str, settings: Settings, confinement: Confinement) -> dict[str, str]:
+    env = dict(confinement.env)
     wanted = PASSED[name]
     for key, value in os.environ.items():
         if key.startswith(wanted) or key in wanted or key in settings.agent_pass_env:
@@ -96,7 +99,7 @@ def _environment(name: str, settings: Settings, sandboxed: bool) -> dict[str, st
                 register_secret(value)
     for key, value in QUIET.get(name, {}).items():
         env.setdefault(key, value)
-    if name == "claude" and sandboxed:
+    if name == "claude" and confinement.confined:
         env["IS_SANDBOX"] = "1"  # Claude Code as root bypasses permissions only when told it is sandboxed
     return env
 
@@ -105,15 +108,17 @@ def _secret_name(key: str) -> bool:
     return any(word in key for word in ("KEY", "TOKEN", "SECRET", "PASSWORD"))
 
 
-def _config_dir(env: dict[str, str], variable: str, default: str) -> Path:
-    """The agent's config directory (its own variable, else its default under HOME), made to exist."""
-    directory = Path(env.get(variable) or Path.home() / default)
+def _config_dir(env: dict[str, str], variable: str, default: str, home: Path | None) -> Path:
+    """The agent's config directory: the session's copy of the user's (its own variable, else its
+    default under HOME). Without a session home (no session), the user's own, made to exist."""
+    real = Path(env.get(variable) or Path.home() / default)
+    directory = agent_config_dir(home, default, real) if home is not None else real
     directory.mkdir(parents=True, exist_ok=True)
     env[variable] = str(directory)
     return directory
 
 
-def _claude(role: str, settings: Settings, env: dict[str, str], sandboxed: bool) -> Launch:
+def _claude(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path | None) -> Launch:
     from tilth.agents.backends.claude_stream import ClaudeStream
 
     argv = [binary("claude", settings), "-p", "--output-format", "stream-json", "--verbose",
@@ -126,11 +131,11 @@ def _claude(role: str, settings: Settings, env: dict[str, str], sandboxed: bool)
             argv += ["--permission-mode", "acceptEdits"]
     if role != "worker" and "--tools" not in user:
         argv += ["--tools", "Bash,Read" if sandboxed else "Read"]
-    directory = _config_dir(env, "CLAUDE_CONFIG_DIR", ".claude")
+    directory = _config_dir(env, "CLAUDE_CONFIG_DIR", ".claude", home)
     return Launch(argv + user, env, [directory], ClaudeStream(), model=_flag(user, "--model"))
 
 
-def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool) -> Launch:
+def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path | None) -> Launch:
     from tilth.agents.backends.codex_stream import CodexStream
 
     argv = [binary("codex", settings), "exec", "--json", "--ephemeral", "--skip-git-repo-check",
@@ -140,18 +145,18 @@ def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool) 
     else:
         argv += ["--sandbox", "workspace-write" if role == "worker" else "read-only"]
     user = shlex.split(settings.codex_args)
-    directory = _config_dir(env, "CODEX_HOME", ".codex")
+    directory = _config_dir(env, "CODEX_HOME", ".codex", home)
     model = _flag(user, "-m") or _flag(user, "--model")
     return Launch(argv + user + ["-"], env, [directory], CodexStream(), model=model)
 
 
-def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path) -> Launch:
+def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path, home: Path | None) -> Launch:
     from tilth.agents.backends.aider_cli import aider_argv, read_aider_output
 
     user = shlex.split(settings.aider_args)
     argv = aider_argv(binary("aider", settings), str(prompt_file), user, read_only=role != "worker")
-    state = Path.home() / ".aider"  # its analytics id and caches, written at every start
-    state.mkdir(exist_ok=True)
+    state = agent_config_dir(home, ".aider", Path.home() / ".aider") if home is not None else Path.home() / ".aider"
+    state.mkdir(exist_ok=True)  # its analytics id and caches, written at every start
     return Launch(argv, env, [state], finish=read_aider_output, model=_flag(user, "--model"), prompt_argument=True,
                   stdin_is_prompt=False)
 

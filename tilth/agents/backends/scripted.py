@@ -23,7 +23,7 @@ import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob
-from tilth.agents.tools.shell import agent_env, run_command
+from tilth.agents.tools.shell import run_command
 from tilth.core.errors import BadInput
 from tilth.core.faults import checkpoint
 from tilth.store.events import document
@@ -98,8 +98,9 @@ class ScriptedWorker:
             _inside(job.worktree, fill(relative)).unlink(missing_ok=True)
         for name, text in step.notes.items():
             job.notes.write(fill(name), fill(text))
-        env = {**agent_env(), "TILTH_TASK": job.task.id, "TILTH_ITER": str(job.iteration)}
-        exit_codes = [run_command(command, job.worktree, env=env, wrapper=job.sandbox).exit_code for command in step.run]
+        env = {**job.sandbox.env, "TILTH_TASK": job.task.id, "TILTH_ITER": str(job.iteration)}
+        exit_codes = [run_command(command, job.worktree, env=env, wrapper=job.sandbox.wrapper).exit_code
+                      for command in step.run]
         job.events.emit(
             "scripted_step", job.task.id, job.iteration,
             written=sorted(step.write), deleted=step.delete, commands=step.run, exit_codes=exit_codes,

@@ -14,7 +14,8 @@ import orjson
 from tilth.agents.backends.chat import ToolCall
 from tilth.agents.hooks import Hooks
 from tilth.agents.tools.fs import Workspace
-from tilth.agents.tools.shell import agent_env, bash_text, run_command
+from tilth.agents.confinement import Confinement
+from tilth.agents.tools.shell import bash_text, run_command
 from tilth.core.errors import ToolError
 from tilth.store.events import EventLog, document
 from tilth.store.kb import KnowledgeBase
@@ -38,13 +39,14 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
 
 class Toolbox:
     def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool,
-                 notes: KnowledgeBase | None = None, sandbox: tuple[str, ...] = (), hooks: Hooks | None = None,
+                 notes: KnowledgeBase | None = None, sandbox: Confinement | None = None, hooks: Hooks | None = None,
                  runs: Path | None = None, keep_runs: int = DEFAULT_KEEP):
         """`runs`: the session's `runs/` dir, where each bash call leaves its script artifact
         (None without a session: no artifact)."""
-        self.workspace = Workspace(root, read_only=read_only)
+        self.sandbox = sandbox or Confinement()
+        self.workspace = Workspace(root, read_only=read_only, git_dir=self.sandbox.git_dir)
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
-        self.sandbox, self.hooks, self.runs, self.keep_runs = sandbox, hooks, runs, keep_runs
+        self.hooks, self.runs, self.keep_runs = hooks, runs, keep_runs
         self.last_run_id: str | None = None
         self.handlers: dict[str, Callable[..., str]] = {
             "read_file": self.workspace.read_file,
@@ -59,7 +61,7 @@ class Toolbox:
 
     def bash(self, command: str, timeout: float | None = None) -> str:
         limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
-        result = run_command(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox,
+        result = run_command(command, self.root, timeout=limit, env=self.sandbox.env, wrapper=self.sandbox.wrapper,
                              runs=self.runs, keep_runs=self.keep_runs)
         self.last_run_id = result.run_id
         return bash_text(result, limit)

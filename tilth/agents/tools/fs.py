@@ -17,11 +17,11 @@ import os
 import posixpath
 import re
 import stat
-import subprocess
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from tilth.core.errors import ToolError
+from tilth.core.errors import BadInput, ToolError
+from tilth.git import worktree_git
 
 GIT_DIR = ".git"
 MAX_READ_LINES = 2000
@@ -32,13 +32,16 @@ MAX_LIST = 1000
 MAX_MATCHES = 200
 MAX_MATCH_CHARS = 300
 BINARY_SNIFF = 8192
-GIT_LS = ["git", "ls-files", "-z", "-t", "--stage", "--cached", "--deleted", "--others", "--exclude-standard"]
+GIT_LS = ["ls-files", "-z", "-t", "--stage", "--cached", "--deleted", "--others", "--exclude-standard"]
 GITLINK_MODE = "160000"
 
 
 class Workspace:
-    def __init__(self, root: Path, read_only: bool = False):
+    def __init__(self, root: Path, read_only: bool = False, git_dir: Path | None = None):
+        """`git_dir`: the worktree's recorded git dir, which listing names instead of trusting the
+        worktree's own `.git` (None for a repository of the user's own, as `tilth prep` reads)."""
         self.root = Path(os.path.realpath(root))
+        self.git_dir = git_dir
         self.read_only = read_only
         self._root = str(self.root)
 
@@ -152,7 +155,7 @@ class Workspace:
             raise ToolError(f"{tool} is not available: this workspace is read-only (review only, no changes)")
 
     def _files(self) -> list[str]:
-        found = _git_files(self._root)
+        found = _git_files(self._root, self.git_dir)
         return sorted(_walk_files(self._root) if found is None else found)
 
     def _files_under(self, path: str | None) -> list[str]:
@@ -238,13 +241,11 @@ def _glob_match(rel: str, pattern: str) -> bool:
     return "/" not in pattern and fnmatchcase(posixpath.basename(rel), pattern)
 
 
-def _git_files(root: str) -> list[str] | None:
+def _git_files(root: str, git_dir: Path | None) -> list[str] | None:
     """Present files git would show (tracked + untracked-not-ignored), or None outside a repo."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["LC_ALL"] = "C"  # the "not a git repository" check reads git's English message
     try:
-        proc = subprocess.run(GIT_LS, cwd=root, env=env, capture_output=True, stdin=subprocess.DEVNULL)
-    except OSError:
+        proc = worktree_git.run(git_dir, Path(root), *GIT_LS, text=False, locale="C")
+    except BadInput:
         return None
     if proc.returncode != 0:
         if b"not a git repository" in proc.stderr:

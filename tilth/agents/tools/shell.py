@@ -30,15 +30,9 @@ from pathlib import Path
 from tilth.core.errors import ToolError
 from tilth.store.script_runs import DEFAULT_KEEP, Finished, record
 
-HIDDEN_ENV_PREFIXES = ("TILTH_", "OPENAI_", "OPENROUTER_", "ANTHROPIC_")
 MAX_OUTPUT_BYTES = 50_000_000
 SIZE_CHECK_SECONDS = 0.5
 STDERR_MARK = "[stderr]"
-
-
-def agent_env() -> dict[str, str]:
-    """The environment an agent's commands see: no harness paths, no keys."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(HIDDEN_ENV_PREFIXES)}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,255 @@
+"""The sandbox holds where users really run tilth: TILTH_HOME and HOME outside /tmp (which the
+sandbox hides anyway), the user's secrets in their home and environment, and tilth run as root
+with every capability as well as as an unprivileged user. Each test runs both ways."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import make_repo, task
+from fake_openai import ACCEPT, SUBMIT, FakeOpenAI, call, reply
+from tilth.agents.sandbox import bwrap_works
+
+NOBODY = 65534
+SENTINELS = {
+    ".ssh/id_ed25519": "sentinel-ssh-private-key",
+    ".aws/credentials": "sentinel-aws-credentials",
+    ".config/gh/hosts.yml": "sentinel-gh-hosts",
+    ".netrc": "sentinel-netrc-password",
+    ".git-credentials": "sentinel-git-credentials",
+    ".claude/settings.json": '{"sentinel": "the user\'s own claude settings"}',
+}
+SECRET_ENV = {"GITHUB_TOKEN": "sentinel-env-github", "GH_TOKEN": "sentinel-env-gh",
+              "AWS_SECRET_ACCESS_KEY": "sentinel-env-aws", "HF_TOKEN": "sentinel-env-hf",
+              "NPM_TOKEN": "sentinel-env-npm"}
+
+
+def require_bwrap() -> None:
+    if not bwrap_works():
+        if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
+            pytest.fail("TILTH_REQUIRE_BWRAP=1 but bubblewrap cannot run here")
+        pytest.skip("bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)")
+
+
+@dataclass
+class Machine:
+    """A user's machine: a home with secrets, TILTH_HOME and a repository, none under /tmp."""
+
+    base: Path
+    user_home: Path
+    tilth_home: Path
+    repo: Path
+    env: dict[str, str]
+    prefix: list[str]
+
+    def tilth(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.prefix, sys.executable, "-m", "tilth", *args], env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=120, cwd=self.base)
+
+    def start(self, session_id: str, plan: list[dict], scenario: dict | None = None,
+              env: dict[str, str] | None = None, backend: str = "scripted") -> subprocess.CompletedProcess:
+        prd = self.write(f"{session_id}-prd.json", json.dumps(plan))
+        args = ["start", "--repo", str(self.repo), "--prd", str(prd), "--id", session_id, "--foreground"]
+        if backend == "scripted":
+            args += ["--backend", "scripted", "--scenario", str(self.write(f"{session_id}-sc.json", json.dumps(scenario)))]
+        return self.tilth(*args, env=env)
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.base / name
+        path.write_text(text)
+        self.own(path)
+        return path
+
+    def own(self, path: Path) -> None:
+        if self.prefix:
+            subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(path)], check=True)
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(self.repo), *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    def committed(self, session_id: str, path: str) -> str:
+        return self.git("show", f"session/{session_id}:{path}")
+
+    def events(self, session_id: str) -> list[dict]:
+        text = (self.tilth_home / "sessions" / session_id / "events.jsonl").read_text()
+        return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture(params=["root", "unprivileged"])
+def machine(request) -> Machine:
+    base = Path(tempfile.mkdtemp(prefix="tilth-machine-", dir="/var/tmp"))
+    user_home, tilth_home = base / "home", base / "home" / ".tilth"
+    for name, text in SENTINELS.items():
+        (user_home / name).parent.mkdir(parents=True, exist_ok=True)
+        (user_home / name).write_text(text)
+    (tilth_home / "memory").mkdir(parents=True)
+    (tilth_home / "memory" / "2026-01-01.md").write_text("sentinel-daily-memory of another project\n")
+    (tilth_home / "worktrees" / "other").mkdir(parents=True)
+    (tilth_home / "worktrees" / "other" / "notes.txt").write_text("sentinel-other-worktree\n")
+    repo = make_repo(base / "repo")
+    prefix = []
+    if request.param == "unprivileged":
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(base)], check=True)
+        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(user_home), "TILTH_HOME": str(tilth_home),
+           "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV}
+    yield Machine(base, user_home, tilth_home, repo, env, prefix)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_worker_sees_a_private_home_and_an_allowlisted_environment(machine):
+    require_bwrap()
+    tilth_home = machine.tilth_home
+    leak = ("cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.config/gh/hosts.yml ~/.netrc ~/.git-credentials "
+            f"~/.claude/settings.json {tilth_home}/memory/*.md {tilth_home}/worktrees/other/notes.txt "
+            f"{tilth_home}/sessions/s1/prd.json > leak.txt 2>&1; ls -a ~ {tilth_home}/worktrees >> leak.txt 2>&1; true")
+    first = {"run": [leak, "env > env.txt", "echo kept-across-attempts > ~/kept.txt",
+                     "mkdir -p ~/.claude && echo '{\"hooks\": \"planted\"}' > ~/.claude/settings.json"],
+             "verdict": {"verdict": "reject", "category": "acceptance_gap", "concern": "again", "next_step": "x"}}
+    second = {"run": ["cat ~/kept.txt > kept.txt"]}
+    result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [first, second]}}, env={"TILTH_SANDBOX": "bwrap"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    leaked, env = machine.committed("s1", "leak.txt"), machine.committed("s1", "env.txt")
+    assert "sentinel" not in leaked, leaked
+    assert "No such file" in leaked and "other" not in leaked.split()
+    for name in ("GITHUB_TOKEN", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK",
+                 "TILTH_HOME"):
+        assert f"{name}=" not in env, name
+    assert f"HOME={machine.user_home}\n" in env and "PATH=" in env
+    assert machine.committed("s1", "kept.txt") == "kept-across-attempts\n", "the private home lasts the session"
+    assert (machine.user_home / ".claude" / "settings.json").read_text() == SENTINELS[".claude/settings.json"]
+    assert not (machine.user_home / "kept.txt").exists()
+
+
+def test_a_listed_variable_reaches_the_agent_and_nothing_else_does(machine):
+    require_bwrap()
+    result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": ["env > env.txt"]}]}},
+                           env={"TILTH_SANDBOX": "bwrap", "TILTH_AGENT_PASS_ENV": "HF_TOKEN"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    env = machine.committed("s1", "env.txt")
+    assert "HF_TOKEN=" in env and "GITHUB_TOKEN=" not in env
+
+
+def test_root_in_the_sandbox_cannot_remount_or_reach_the_session_or_the_repository(machine):
+    require_bwrap()
+    session, repo = machine.tilth_home / "sessions" / "s1", machine.repo
+    attacks = [
+        "mount -o remount,rw,bind / && echo REMOUNTED",
+        f"umount -l {machine.tilth_home}; umount -l {machine.user_home}; cat {session}/prd.json",
+        f"echo forged >> {session}/progress.txt",
+        f"git -C {repo} branch planted-branch",
+        f"printf '#!/bin/sh\\ntouch /var/tmp/planted\\n' > {repo}/.git/hooks/post-checkout",
+        f"git -C {repo} config core.fsmonitor /bin/true",
+        "printf 'gitdir: /nowhere\\n' > .git",
+        "rm -f .git",
+    ]
+    scenario = {"tasks": {"T-1": [{"run": attacks, "write": {"a.txt": "a"}}]}}
+    result = machine.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_SANDBOX": "bwrap"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    step = next(e for e in machine.events("s1") if e["type"] == "scripted_step")
+    assert all(code != 0 for code in step["data"]["exit_codes"]), step["data"]["exit_codes"]
+    assert "forged" not in (session / "progress.txt").read_text()
+    assert "planted-branch" not in machine.git("branch", "--list")
+    assert not (repo / ".git" / "hooks" / "post-checkout").exists()
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text()
+    assert (machine.tilth_home / "worktrees" / "s1" / ".git").read_text().startswith("gitdir: ")
+    assert [t["status"] for t in json.loads((session / "prd.json").read_text())] == ["done", "done"]
+
+
+@pytest.mark.parametrize("mode", ["off", "bwrap"])
+def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(machine, mode):
+    if mode == "bwrap":
+        require_bwrap()
+    marker = machine.base / "fsmonitor-ran"
+    swap = ("mkdir -p .evil && git init -q .evil/r && "
+            f"printf '#!/bin/sh\\ntouch {marker}\\n' > .evil/fsm.sh && chmod +x .evil/fsm.sh && "
+            "git -C .evil/r config core.fsmonitor \"$PWD/.evil/fsm.sh\" && "
+            "printf 'gitdir: .evil/r/.git\\n' > .git && echo swapped")
+    with FakeOpenAI() as server:
+        server.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
+        server.enqueue("worker", reply(tool_calls=[call("bash", command=swap), call("list_files"),
+                                                   call("grep", pattern="sentinel"), call("write_file", path="b.txt",
+                                                                                          content="b")]),
+                       reply(tool_calls=[SUBMIT]))
+        server.set_handler(lambda body: reply(content="NONE"))
+        env = {"TILTH_BASE_URL": server.base_url, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
+               "TILTH_RETRY_BASE_DELAY": "0", "TILTH_PREFLIGHT": "false", "TILTH_SANDBOX": mode}
+        result = machine.start("s1", [task("T-1")], env=env, backend="openai")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not marker.exists(), "tilth's own git ran a program the worker configured"
+    assert machine.committed("s1", "b.txt") == "b"
+    worker = [r["body"] for r in server.requests if r["body"] and r["body"]["model"] == "worker" and r["body"].get("tools")]
+    results = [m["content"] for m in worker[-1]["messages"] if m["role"] == "tool"]
+    assert not results[1].startswith("error") and not results[2].startswith("error"), results
+    if mode == "bwrap":
+        assert "swapped" not in results[0] and ("Read-only" in results[0] or "busy" in results[0]), results[0]
+    else:
+        assert "swapped" in results[0], "unconfined, the swap itself succeeds; tilth's git must not follow it"
+
+
+def test_hooks_come_from_the_users_configuration_never_from_the_branch(machine):
+    marker = machine.base / "branch-hook-ran"
+    hook = machine.repo / ".tilth" / "hooks" / "post_task"
+    hook.parent.mkdir(parents=True)
+    hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    hook.chmod(0o755)
+    machine.git("add", "-A")
+    machine.git("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "hooks in the repository")
+    machine.own(machine.repo)
+    mine = machine.tilth_home / "hooks" / "post_task"
+    mine.parent.mkdir(parents=True)
+    mine.write_text(f"#!/bin/sh\ntouch {machine.base / 'user-hook-ran'}\n")
+    mine.chmod(0o755)
+    machine.own(machine.tilth_home)
+    scenario = {"tasks": {"T-1": [{"write": {".tilth/hooks/session_end": f"#!/bin/sh\ntouch {marker}\n"},
+                                   "run": ["chmod +x .tilth/hooks/session_end"]}]}}
+    result = machine.start("s1", [task("T-1")], scenario, env={"TILTH_SANDBOX": "off"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (machine.base / "user-hook-ran").exists()
+    assert not marker.exists()
+    ran = [e["data"]["hook"] for e in machine.events("s1") if e["type"] == "hook_run"]
+    assert ran == [str(mine)]
+
+
+@pytest.mark.parametrize("agent, variable, files", [
+    ("claude", "CLAUDE_CONFIG_DIR", {".credentials.json": "sentinel-oauth", "settings.json": '{"model": "mine"}'}),
+    ("codex", "CODEX_HOME", {"auth.json": "sentinel-codex-auth", "config.toml": 'model = "mine"\n'}),
+])
+def test_a_cli_agents_config_directory_is_a_copy_nothing_flows_back_from(tmp_path, monkeypatch, agent, variable,
+                                                                          files):
+    from tilth.agents.backends.presets import launch
+    from tilth.agents.confinement import Confinement
+    from tilth.core.config import Settings
+
+    home, agent_home = tmp_path / "home", tmp_path / "agent-home"
+    real = home / f".{agent}"
+    real.mkdir(parents=True)
+    for name, text in files.items():
+        (real / name).write_text(text)
+    (real / "history.jsonl").write_text("the user's own history\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv(variable, raising=False)
+    settings = Settings(**{f"{agent}_bin": "/bin/true"})
+    for confined in (True, False):
+        prompt = tmp_path / "prompt.md"
+        prompt.write_text("x")
+        confinement = Confinement(wrapper=("bwrap",) if confined else (), agent_home=agent_home)
+        copy = Path(launch(agent, "worker", settings, prompt, confinement).env[variable])
+        assert copy == agent_home / f".{agent}" and copy.resolve() != real.resolve()
+        assert {name: (copy / name).read_text() for name in files} == files, "credentials and settings seeded"
+        assert not (copy / "history.jsonl").exists(), "only what it needs is copied"
+        for name in files:
+            (copy / name).write_text("planted by the agent")  # a SessionStart hook, a notify program
+        again = Path(launch(agent, "worker", settings, prompt, confinement).env[variable])
+        assert {name: (again / name).read_text() for name in files} == files, "each run starts from the user's"
+        assert {name: (real / name).read_text() for name in files} == files, "the user's own never changes"

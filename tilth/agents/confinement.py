@@ -1,0 +1,123 @@
+"""What an agent's commands are given: the sandbox argv, an allowlisted environment, the session's
+private home (with its own copy of each CLI agent's config directory), and the worktree's git dir.
+
+Environment: built from an allowlist (`BASE_ENV`, `LC_*`, and the names in `agent_pass_env`),
+never from a denylist, so a token the user keeps in their shell (GITHUB_TOKEN, AWS_*, ...)
+never reaches the agent unless they name it. A CLI agent also gets its own endpoint and key
+variables (`agents/backends/presets.py`).
+
+Private home: `$TILTH_HOME/agent-homes/<id>`, kept across attempts. Under bubblewrap it is what
+the agent sees at the user's HOME path. A CLI agent's config directory (`~/.claude`, `~/.codex`,
+`~/.aider`) is a copy inside it, seeded at every run from the user's real one with only the files
+that carry credentials and settings (`SEEDED`): whatever the agent writes there (a hook in
+settings.json, a `notify` in config.toml) stays in the copy and never reaches the user's own
+directory, confined or not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "COLORTERM",
+            "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+"""What every agent command sees of tilth's environment, besides `LC_*` and `agent_pass_env`."""
+SEEDED = {
+    ".claude": (".credentials.json", "settings.json"),
+    ".codex": ("auth.json", "config.toml"),
+    ".aider": (),
+}
+"""Per agent config directory: the files copied in from the user's real one at each run."""
+TOOLCHAIN_LEAVES = ("bin", "shims", "sbin")
+SECRET_FILES = (".cargo/credentials", ".cargo/credentials.toml")
+"""Credential files inside a toolchain directory that is re-exposed: kept hidden all the same."""
+
+
+def agent_env(passed: Iterable[str] = (), base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment an agent's commands see: the allowlist only."""
+    source = os.environ if base is None else base
+    wanted = set(BASE_ENV) | set(passed)
+    return {k: v for k, v in source.items() if k in wanted or k.startswith("LC_")}
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How one session's agent commands run."""
+
+    wrapper: tuple[str, ...] = ()
+    """The argv prefix that confines a command (empty when unconfined)."""
+    env: dict[str, str] = field(default_factory=agent_env)
+    agent_home: Path | None = None
+    """The session's private home (`$TILTH_HOME/agent-homes/<id>`)."""
+    git_dir: Path | None = None
+    """The worktree's admin dir in the user's repository: what tilth's own git names (`git/worktree_git.py`)."""
+
+    @property
+    def confined(self) -> bool:
+        return bool(self.wrapper)
+
+
+def toolchain_dirs(path_value: str, hidden: Iterable[Path]) -> list[Path]:
+    """The directories on PATH that lie under a directory the sandbox hides (the user's home,
+    TILTH_HOME), each widened to its install prefix (`~/.pyenv/shims` -> `~/.pyenv`), so that the
+    agent's commands find the same python, node and cargo as the user's shell."""
+    roots = [Path(h).resolve() for h in hidden]
+    found: list[Path] = []
+    for entry in path_value.split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        path = Path(entry).resolve()
+        if not any(path.is_relative_to(root) and path != root for root in roots):
+            continue
+        if path.name in TOOLCHAIN_LEAVES and not any(path.parent == root for root in roots):
+            path = path.parent
+        if path not in found and not any(path.is_relative_to(f) for f in found):
+            found = [f for f in found if not f.is_relative_to(path)] + [path]
+    return found
+
+
+def binary_prefix(binary: str) -> list[Path]:
+    """Where an agent's binary and what it runs live: its directory (widened like a toolchain), the
+    same for the file it links to and for a script's interpreter (`#!/.../venv/bin/python`)."""
+    found: list[Path] = []
+    for path in (Path(binary), Path(binary).resolve()):
+        directory = path.parent
+        found.append(directory.parent if directory.name in TOOLCHAIN_LEAVES else directory)
+    try:
+        with open(binary, "rb") as f:
+            first = f.readline(256)
+        if first.startswith(b"#!"):
+            interpreter = first[2:].strip().split(b" ")[0].decode(errors="replace")
+            if os.path.isabs(interpreter) and not interpreter.startswith(("/usr/", "/bin/")):
+                found += binary_prefix(interpreter)
+    except OSError:
+        pass
+    return found
+
+
+def secret_masks(exposed: Iterable[Path], home: Path | None) -> list[Path]:
+    """Known credential files inside the re-exposed directories, to be hidden again."""
+    if home is None:
+        return []
+    masks = [home / name for name in SECRET_FILES]
+    return [m for m in masks if m.exists() and any(m.is_relative_to(e) for e in exposed)]
+
+
+def agent_config_dir(agent_home: Path, name: str, real: Path) -> Path:
+    """The agent's config directory for this session: `<agent_home>/<name>`, with the credential and
+    settings files of the user's real one (`real`) copied in afresh; never the real one itself."""
+    copy = agent_home / name
+    copy.mkdir(parents=True, exist_ok=True)
+    if real.resolve() == copy.resolve():
+        return copy
+    for file in SEEDED.get(name, ()):
+        source = real / file
+        target = copy / file
+        if source.is_file() and not source.is_symlink():
+            target.unlink(missing_ok=True)
+            shutil.copy2(source, target)
+            os.chmod(target, 0o600)
+    return copy
