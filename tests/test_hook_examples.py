@@ -85,7 +85,7 @@ def test_post_task_lint_reports_what_is_wrong_in_a_done_task_and_changes_nothing
     assert "ok.py" not in found and "leak.json" not in found, "clean files are not named; a symlink is never read"
     assert git(sandbox.worktree("s1"), "status", "--porcelain") == "", "the linter leaves the worktree as committed"
     logs = sandbox.tilth("logs", "s1").stdout
-    assert "hook post_task.lint failed (exit 1): run.sh:1: trailing whitespace." in logs
+    assert "[T-2 #1] hook post_task.lint failed (exit 1): run.sh:1: trailing whitespace." in logs
 
 
 def test_post_task_lint_runs_the_linter_lint_command_names(sandbox):
