@@ -69,8 +69,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     broker = broker_or_none()
     if broker is None:
-        raise BadInput("`tilth worker` needs a [dispatch] section in config.toml (broker_url, remote); see the "
-                       "README, \"More than one machine\"")
+        raise BadInput("`tilth worker` needs a [dispatch] section in config.toml (broker_url, remote); see "
+                       "docs/dispatch.md")
     if args.concurrency < 1:
         raise BadInput("--concurrency must be at least 1")
     try:
@@ -90,8 +90,8 @@ def wanted(args: argparse.Namespace, settings) -> bool:
     if not (args.dispatch or (dispatch is not None and dispatch.always and not args.foreground)):
         return False
     if dispatch is None:
-        raise BadInput("--dispatch needs a [dispatch] section in config.toml (broker_url, remote); see the README, "
-                       "\"More than one machine\"")
+        raise BadInput("--dispatch needs a [dispatch] section in config.toml (broker_url, remote); see "
+                       "docs/dispatch.md")
     if args.foreground or args.at:
         raise BadInput("--dispatch hands the session to a worker; drop --foreground and --at")
     return True
