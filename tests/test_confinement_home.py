@@ -253,3 +253,24 @@ def test_a_cli_agents_config_directory_is_a_copy_nothing_flows_back_from(tmp_pat
         again = Path(launch(agent, "worker", settings, prompt, confinement).env[variable])
         assert {name: (again / name).read_text() for name in files} == files, "each run starts from the user's"
         assert {name: (real / name).read_text() for name in files} == files, "the user's own never changes"
+
+
+def test_the_users_ssh_agent_socket_cannot_be_reached(machine):
+    require_bwrap()
+    import socket
+
+    path = machine.base / "agent.sock"  # what SSH_AUTH_SOCK names, outside the home and /tmp
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+    os.chmod(path, 0o777)
+    probe = (f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
+             "print('connected')\" > probe.txt 2>&1; true")
+    try:
+        result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": [probe]}]}},
+                               env={"TILTH_SANDBOX": "bwrap"})
+    finally:
+        listener.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = machine.committed("s1", "probe.txt")
+    assert "connected" not in said and "Error" in said, said

@@ -217,10 +217,16 @@ def test_a_branch_moved_by_hand_needs_a_person_and_is_not_fixed(sandbox):
 
     result = doctor(sandbox, "s1")
     assert result.returncode == 1
-    command = f"git -C {sandbox.worktree('s1')} reset --keep {commits[-1]['sha']}"
     moved = [text for _, _, text in lines(result, "needs a person") if "moved by hand" in text]
-    assert moved == [f"session/s1 was moved by hand: it is at {commits[0]['sha'][:7]} and no longer contains "
-                     f"{commits[-1]['sha'][:7]}, tilth's last task commit (its commit event): run {command}"]
+    prefix = (f"session/s1 was moved by hand: it is at {commits[0]['sha'][:7]} and no longer contains "
+              f"{commits[-1]['sha'][:7]}, tilth's last task commit (its commit event): run ")
+    assert len(moved) == 1 and moved[0].startswith(prefix)
+    command = moved[0][len(prefix):]
+    # The advice never trusts the worktree's own git config or .git file.
+    admin = sandbox.repo / ".git" / "worktrees" / "tilth-s1"
+    assert command.startswith(f"git --git-dir {admin} --work-tree {sandbox.worktree('s1')} ")
+    assert "-c core.fsmonitor=false -c core.hooksPath=/dev/null" in command
+    assert command.endswith(f" reset --keep {commits[-1]['sha']}")
 
     fixed = doctor(sandbox, "s1", "--fix")
     assert fixed.returncode == 1

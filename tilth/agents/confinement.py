@@ -106,6 +106,31 @@ def secret_masks(exposed: Iterable[Path], home: Path | None) -> list[Path]:
     return [m for m in masks if m.exists() and any(m.is_relative_to(e) for e in exposed)]
 
 
+HOST_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
+                "/run/podman/podman.sock", "/run/dbus/system_bus_socket", "/var/run/dbus/system_bus_socket",
+                "/run/user")
+"""Sockets that would let a command act as the user or as root outside the sandbox (read-only
+mounts do not stop a connect), and the per-user runtime dirs holding the D-Bus session bus."""
+SOCKET_VARIABLES = ("SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DOCKER_HOST", "GPG_AGENT_INFO")
+
+
+def host_sockets(environ: dict[str, str] | None = None) -> list[Path]:
+    """The host's sockets (and socket dirs) present here, the ones the user's variables name included."""
+    environ = os.environ if environ is None else environ
+    named = []
+    for variable in SOCKET_VARIABLES:
+        for part in environ.get(variable, "").replace(";", ",").split(","):
+            part = part.split("path=", 1)[-1].removeprefix("unix://").split(":")[0]
+            if os.path.isabs(part):
+                named.append(part)
+    found = []
+    for raw in (*HOST_SOCKETS, *named):
+        path = Path(raw)
+        if path.exists() and path.resolve() not in found:
+            found.append(path.resolve())
+    return found
+
+
 def agent_config_dir(agent_home: Path, name: str, real: Path) -> Path:
     """The agent's config directory for this session: `<agent_home>/<name>`, with the credential and
     settings files of the user's real one (`real`) copied in afresh; never the real one itself."""

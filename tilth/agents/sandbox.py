@@ -69,7 +69,8 @@ def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home:
     session's private home, seen at the user's HOME path; `expose`: paths under HOME or TILTH_HOME
     seen read-only all the same (the toolchains on PATH, the agent's binary, `sandbox_expose`);
     `git_common`: the user's repository's git dir, from its recorded path (never from the worktree);
-    `hide`: credential files inside an exposed directory, shown empty."""
+    `hide`: credential files inside an exposed directory and the host's sockets (docker, D-Bus, the
+    SSH agent), shown empty."""
     if mode != "bwrap":
         return []
     worktree, home = worktree.resolve(), home.resolve()
@@ -85,7 +86,7 @@ def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home:
         if path.exists():
             argv += ["--ro-bind", str(path), str(path)]
     for path in hide:
-        argv += ["--ro-bind", os.devnull, str(path)]
+        argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
     if agent_home is not None:
         argv += ["--bind", str(agent_home), str(agent_home)]
     argv += ["--bind", str(worktree), str(worktree)]

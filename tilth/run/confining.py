@@ -8,7 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
-from tilth.agents.confinement import Confinement, agent_env, binary_prefix, secret_masks, toolchain_dirs
+from tilth.agents.confinement import (Confinement, agent_env, binary_prefix, host_sockets, secret_masks,
+                                     toolchain_dirs)
 from tilth.agents.sandbox import real_home, wrap
 from tilth.core.config import Settings
 from tilth.git.worktree_git import common_git_dir, session_git_dir
@@ -29,7 +30,7 @@ def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, s
     expose += [Path(p).expanduser().resolve() for p in settings.sandbox_expose]
     exposed = tuple(dict.fromkeys(expose))
     wrapper = wrap(mode, Path(record.worktree), paths.home, settings.agent_network, agent_home, exposed,
-                   common_git_dir(record.repo), hide=tuple(secret_masks(exposed, home)))
+                   common_git_dir(record.repo), hide=(*secret_masks(exposed, home), *host_sockets()))
     return Confinement(tuple(wrapper), agent_env(settings.agent_pass_env), agent_home,
                        session_git_dir(record.repo, record.id))
 
