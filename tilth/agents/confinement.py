@@ -31,7 +31,7 @@ SEEDED = {
     ".aider": (),
 }
 """Per agent config directory: the files copied in from the user's real one at each run."""
-TOOLCHAIN_LEAVES = ("bin", "shims", "sbin")
+TOOLCHAIN_LEAVES = ("bin", "shims", "sbin", ".bin")
 SECRET_FILES = (".cargo/credentials", ".cargo/credentials.toml")
 """Credential files inside a toolchain directory that is re-exposed: kept hidden all the same."""
 
