@@ -83,10 +83,9 @@ def cmd_answer(args: argparse.Namespace) -> int:
         print(f"session {paths.id} is {state}; it runs {task.id} when it runs again")
         return 0
     if record.keys:
-        from tilth.cli.main import supervisor_sees_keys
         from tilth.core.config import load_settings
 
-        supervisor_sees_keys(paths.home, load_settings(paths.home))
+        cmd_daemon.supervisor_sees_keys(paths.home, load_settings(paths.home))
     return cmd_daemon.hand_over(paths, "answer", resume=False)
 
 

@@ -11,10 +11,10 @@ from typing import Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
+from tilth.agents.backends.registry import make_backend
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
-from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
-    make_backend
+from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob
 from tilth.agents.sandbox import resolve_mode, wrap
 from tilth.core.clock import iso
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
@@ -39,6 +39,7 @@ from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, append_entr
 from tilth.store.lock import SessionLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret
+from tilth.store.rollup import keep_rollup
 from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
 from tilth.store.summary import SummarySettings, learnings_path, write_summary
 from tilth.store.transcript import Transcript, transcript_path
@@ -141,7 +142,7 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
 def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
-    meter = Meter.from_rollup(events.keep_rollup())
+    meter = Meter.from_rollup(keep_rollup(events))
     backend = make_backend(record.backend, settings, meter)
     ws = Workspace(paths, record, open_worktree(Path(record.worktree)), events)
     check_readable(ws.repo, record.branch)

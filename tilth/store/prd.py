@@ -9,8 +9,8 @@ tilth writes itself updates the kept copy instead of forcing a re-parse. A plan 
 `MAX_TASKS` tasks or `MAX_BYTES` bytes is refused: past that, every status write rewrites a
 file too big to keep per-task overhead flat.
 
-The read-only views read the plan with `store/prd_peek.py` (no pydantic), which also holds
-`TaskStatus`, the id pattern and the limits.
+The read-only views read the plan with `store/prd_peek.py` (no pydantic); `TaskStatus`, the id
+pattern, the limits and the dependency rules are `store/prd_rules.py`'s, shared by both.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
-from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
+from tilth.store.prd_rules import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
 __all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "blocked_by", "load_current_plan",
            "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]

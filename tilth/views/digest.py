@@ -25,7 +25,8 @@ from tilth.store.daily_memory import Entry, read_since
 from tilth.store.home import all_session_ids, session_paths
 from tilth.store.prd_peek import peek_plan
 from tilth.store.rollup import load_rollup
-from tilth.store.session_peek import effective_state, peek_session
+from tilth.store.session_peek import peek_session
+from tilth.store.session_state import effective_state
 from tilth.views.figures import duration, money, short
 
 DEFAULT_SINCE = "24h"

@@ -29,7 +29,8 @@ from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import parse_object
 from tilth.store.lock import is_locked
-from tilth.store.session_peek import SessionState, effective_state, peek_session
+from tilth.store.session_peek import peek_session
+from tilth.store.session_state import SessionState, effective_state
 from tilth.views.report import Readable
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3,

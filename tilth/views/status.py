@@ -20,9 +20,11 @@ from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd_peek import TaskLine, TaskStatus, blocked_by, blocked_label, peek_plan
+from tilth.store.prd_peek import TaskLine, peek_plan
+from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
 from tilth.store.rollup import Clock, Rollup, load_rollup
-from tilth.store.session_peek import SessionState, SessionView, effective_state, peek_session
+from tilth.store.session_peek import SessionView, peek_session
+from tilth.store.session_state import SessionState, effective_state
 from tilth.views.figures import money, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
 

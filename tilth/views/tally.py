@@ -29,7 +29,7 @@ from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
 from tilth.store.prd import blocked_by, load_plan
-from tilth.store.prd_peek import blocked_label
+from tilth.store.prd_rules import blocked_label
 from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
