@@ -10,7 +10,7 @@ from tilth.cli.pick import ID_HELP, pick_session
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     from tilth.core.config import load_settings
-    from tilth.store.summary import SummarySettings, summary_path, write_summary
+    from tilth.store.progress_summary import SummarySettings, summary_path, write_summary
 
     paths, _ = pick_session(args.id)
     settings = load_settings(paths.home)
@@ -24,7 +24,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_learnings(args: argparse.Namespace) -> int:
-    from tilth.store.summary import learnings_path
+    from tilth.store.progress_summary import learnings_path
 
     paths, _ = pick_session(args.id)
     path = learnings_path(paths)

@@ -61,7 +61,7 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
     from tilth.run.stopflag import StopFlag
     from tilth.store.home import session_paths
     from tilth.store.session import load_session, refuse_archived
-    from tilth.views.report import print_event
+    from tilth.views.readable import print_event
 
     paths = session_paths(session_id)
     record = load_session(paths)

@@ -34,7 +34,7 @@ from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
-from tilth.views.report import verdict_label
+from tilth.views.readable import verdict_label
 
 
 @dataclass(frozen=True)
