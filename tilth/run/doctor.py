@@ -16,9 +16,9 @@ commit) is never a thing to repair: statuses derived from it would record the mo
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from tilth.core.errors import BadInput
+from tilth.core.processes import proc_stat
 from tilth.git.gitops import GitError, open_repo
 from tilth.run.doctor_branch import (check_branch, check_git_locks, check_ledger, check_progress, check_statuses,
                                      check_worktree)
@@ -68,12 +68,10 @@ def process_state(pid: object) -> str:
     """How /proc sees a pid (a zombie holds no flock, and kill(pid, 0) would call it alive)."""
     if type(pid) is not int:
         return "unknown"
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    stat = proc_stat(pid)
+    if stat is None:
         return "gone"
-    state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
-    return "a zombie" if state == "Z" else "alive"
+    return "a zombie" if stat[0] == "Z" else "alive"
 
 
 def check_runner(d: Diagnosis, locked_by_us: bool) -> None:
