@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tilth.cli.pick import session_command
 from tilth.core.errors import BadInput
 
 ENDED = {"waiting", "failed", "stopped", "done", "crashed"}
@@ -90,10 +91,8 @@ def cmd_answer(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    answer = sub.add_parser("answer", help="answer the question a parked task waits on; the task goes back to "
-                                           "pending and the session is queued again")
-    answer.add_argument("id", help="the session")
+    answer = session_command(sub, "answer", "answer the question a parked task waits on; the task goes back to "
+                                            "pending and the session is queued again", cmd_answer, "the session")
     answer.add_argument("task", help="the parked task (`tilth status <id>` lists open questions)")
     answer.add_argument("text", nargs="?", help="the answer")
     answer.add_argument("--file", metavar="PATH", help="read the answer from this file")
-    answer.set_defaults(handler=cmd_answer)

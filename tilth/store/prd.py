@@ -27,7 +27,7 @@ import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from tilth.core.errors import BadInput, PlanChanged
-from tilth.store.jsonio import write_atomic
+from tilth.store.jsonio import load_json, write_atomic
 from tilth.store.prd_rules import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
 __all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "blocked_by", "load_current_plan",
@@ -80,12 +80,7 @@ def _describe(error: dict, raw: object) -> str:
 
 def parse_plan(data: bytes, source: str) -> list[Task]:
     """Validate a plan; raise BadInput naming the task and field of the first problem."""
-    try:
-        raw = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise BadInput(f"{source}: not valid JSON ({exc}); fix the file and retry") from None
-    if not isinstance(raw, list):
-        raise BadInput(f"{source}: must be a JSON array of tasks, got {type(raw).__name__}")
+    raw = load_json(data, source, list, "a JSON array of tasks", "fix the file and retry")
     if not raw:
         raise BadInput(f"{source}: the plan has no tasks; add at least one")
     if len(raw) > MAX_TASKS:

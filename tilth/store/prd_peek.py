@@ -3,8 +3,9 @@ and dependencies of each task.
 
 `store/prd.py` stays the definition of the plan (`Task`), its validation and its only writer;
 what both share without pydantic is `store/prd_rules.py`'s. `peek_plan` accepts a plan only
-when every task is plainly one `prd.parse_plan` accepts, checked field by field as strictly. Anything else goes to `prd.load_plan`, so a
-damaged plan raises exactly the BadInput it always raised.
+when every task is plainly one `prd.parse_plan` accepts, checked field by field as strictly.
+Anything else goes to `prd.load_plan`, so a damaged plan raises exactly the BadInput it always
+raised.
 """
 
 from __future__ import annotations
