@@ -168,6 +168,12 @@ def test_the_cycle_check_sees_a_deferred_cycle(tmp_path: Path) -> None:
     assert cycles(import_graph(pkg)) == [["tilth.store.a", "tilth.store.b", "tilth.store.c"]]
 
 
+def test_every_module_says_its_job() -> None:
+    silent = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
+              if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]
+    assert not silent, f"modules without a docstring saying their one job: {silent}"
+
+
 def test_no_two_modules_share_a_file_name() -> None:
     names = Counter(p.name for p in ROOT.rglob("*.py") if p.name not in PACKAGE_FILES)
     shared = sorted(name for name, count in names.items() if count > 1)

@@ -1,5 +1,6 @@
-"""The `tilth` command line. Handlers parse arguments and call into the library; the
-loop itself lives in run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
+"""The `tilth` command line: the parser root, `start`/`run`/`resume`/`status`/`config`, and errors
+as one line and an exit code. Handlers parse arguments and call into the library; the loop itself
+lives in run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
 3 stopped before finishing."""
 
 from __future__ import annotations

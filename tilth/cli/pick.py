@@ -1,4 +1,5 @@
-"""Which session a command means: the one named, or the most recent, said on stderr."""
+"""Which session a command means: the one named (`session_command` declares its `id`), or the most
+recent, said on stderr."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The three ways a task ends, each written in the crash-safe order:
+"""The three ways a task ends, each written in the crash-safe order (and its daily memory line):
 
     commit (git is the truth)  ->  prd.json status  ->  progress line  ->  event
 

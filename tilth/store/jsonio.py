@@ -1,4 +1,4 @@
-"""Crash-safe file primitives: atomic whole-file writes and fsynced JSONL appends."""
+"""Crash-safe file primitives: atomic whole-file writes and fsynced JSONL appends, and their readers."""
 
 from __future__ import annotations
 
