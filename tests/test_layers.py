@@ -1,10 +1,11 @@
 """The package tree is the architecture: each subpackage may import only the ones listed for
 it in AGENTS.md. A lower layer importing a higher one fails here, imports inside functions
-included."""
+included; so does an import cycle between two modules, and two modules with one file name."""
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 import tilth
@@ -25,6 +26,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "cli": {"core", "store", "git", "agents", "views", "run", "daemon", "web", "dispatch"},
 }
 ENTRY_POINTS = {"__init__.py", "__main__.py"}
+# File names Python itself gives a meaning to, so several packages may each have one.
+PACKAGE_FILES = {"__init__.py", "__main__.py"}
 
 
 def tilth_imports(path: Path) -> list[tuple[int, str]]:
@@ -87,3 +90,92 @@ def test_allowed_sets_are_closed_and_acyclic() -> None:
         for lower in allowed:
             assert MAY_IMPORT[lower] <= allowed, f"{layer} may import {lower} but not all {lower} may import"
             assert layer not in MAY_IMPORT[lower], f"{layer} and {lower} may import each other"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the tilth modules it imports, wherever in the file: `from tilth.a import b` names
+    the module `tilth.a.b` when b is one, else `tilth.a`."""
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name.split(".")[0] == root.name}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == root.name:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    targets.add(sub if sub in modules else node.module)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_cycles() -> None:
+    found = cycles(import_graph())
+    assert not found, "import cycles (imports inside functions count):\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_sees_a_deferred_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "tilth"
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "store" / "__init__.py").write_text("")
+    (pkg / "store" / "a.py").write_text("from tilth.store import b\n")
+    (pkg / "store" / "b.py").write_text("def f():\n    import tilth.store.c\n")
+    (pkg / "store" / "c.py").write_text("def g():\n    from tilth.store.a import x\n")
+    (pkg / "store" / "d.py").write_text("from tilth.store import a\n")
+    assert cycles(import_graph(pkg)) == [["tilth.store.a", "tilth.store.b", "tilth.store.c"]]
+
+
+def test_every_module_says_its_job() -> None:
+    silent = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
+              if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]
+    assert not silent, f"modules without a docstring saying their one job: {silent}"
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    names = Counter(p.name for p in ROOT.rglob("*.py") if p.name not in PACKAGE_FILES)
+    shared = sorted(name for name, count in names.items() if count > 1)
+    where = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py")) if p.name in shared]
+    assert not shared, f"modules sharing a file name (name each for its job): {where}"

@@ -10,7 +10,7 @@ from conftest import git, make_repo, task
 from tilth.core.config import Settings
 from tilth.store.home import SessionPaths
 from tilth.store.prompts import prompt_of
-from tilth.store.summary import current_summary, is_fresh, summary_path
+from tilth.store.progress_summary import current_summary, is_fresh, summary_path
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "edge case X untested",
           "next_step": "add a test for X", "evidence": ["tests/test_x.py has one case"]}

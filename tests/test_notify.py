@@ -17,7 +17,7 @@ import pytest
 
 from conftest import task
 from supervised import start_supervisor, wait_until
-from tilth.core.notify import send
+from tilth.core.notify_send import send
 
 TOKEN = "tok-5f3a9c71e2b84d06"
 """Stands for the secret part of a real notification URL (a Slack token, an ntfy topic)."""

@@ -206,7 +206,7 @@ def test_the_openai_worker_and_evaluator_park_through_their_tools(sandbox, fake,
 
 
 def test_a_cli_agent_asks_with_the_documented_json_form():
-    from tilth.agents.backends.answers import parse_verdict, parse_worker_answer
+    from tilth.agents.backends.final_answer import parse_verdict, parse_worker_answer
     from tilth.store.ledger import Case, Question
 
     asked = parse_worker_answer('I stopped here.\n```json\n{"needs_human": {"question": "v1 or v2?", '

@@ -18,8 +18,8 @@ from tilth.agents.accounting import Meter
 from tilth.store.events import EventLog, read_events
 from tilth.store.jsonio import append_line
 from tilth.store.prompts import append_prompt, prompt_of
-from tilth.store.rollup import fingerprint, load_rollup, read_saved, rebuild, save_rollup
-from tilth.views.report import Readable, verdict_label
+from tilth.store.rollup import fingerprint, keep_rollup, load_rollup, read_saved, rebuild, save_rollup
+from tilth.views.readable import Readable, verdict_label
 from tilth.views.status import activity
 from tilth.views.tally import running_seconds
 
@@ -171,7 +171,7 @@ def test_a_stale_missing_garbage_or_foreign_summary_still_gives_the_rebuild(tmp_
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         log = EventLog(tmp_path / name / "events.jsonl")
-        log.keep_rollup()
+        keep_rollup(log)
         log.emit("session_started", backend=name, pid=1, resume=False, caps={"max_spend_usd": 1.5})
         for t in ("T-1", "T-2"):
             log.emit("task_started", t)
@@ -200,7 +200,7 @@ def test_fold_equals_meter_and_running_seconds_over_damaged_logs(tmp_path):
     rng = random.Random(7)
     counts = [None, 0, 3, 12.0, -5, 1.5, "9", True, 2**62]
     log = EventLog(tmp_path / "events.jsonl")
-    log.keep_rollup()
+    keep_rollup(log)
     for _ in range(600):
         roll = rng.random()
         t = rng.choice(["T-1", "T-2", "T-3"])

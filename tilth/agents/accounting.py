@@ -43,7 +43,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ModelWrapVal
 
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
-from tilth.store.calls import Counted
+from tilth.store.calls import Counted, count_into
 from tilth.store.events import EventLog, document
 from tilth.store.rollup import Rollup
 
@@ -206,11 +206,7 @@ class Meter:
 
     def add(self, role: str, task_id: str | None, counted: Counted) -> None:
         self.calls += 1
-        self.tokens += counted.tokens
-        self.cost_usd += counted.cost_usd
-        self.unknown_usage_calls += not counted.usage_known
-        self.unknown_cost_calls += not counted.usage_known and not counted.cost_known
-        self.unpriced_calls += counted.usage_known and not counted.cost_known
+        count_into(self, counted)
         if role == "evaluator" and task_id:
             self.evaluator_calls[task_id] += 1
 

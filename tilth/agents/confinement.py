@@ -1,5 +1,7 @@
 """What an agent's commands are given: the sandbox argv, an allowlisted environment, the session's
-private home (with its own copy of each CLI agent's config directory), and the worktree's git dir.
+private home (with its own copy of each CLI agent's config directory), and the worktree's git dir;
+`session_confinement` builds it for one run from the recorded repository and session id, never
+from what the worktree says.
 
 Environment: built from an allowlist (`BASE_ENV`, `LC_*`, and the names in `agent_pass_env`),
 never from a denylist, so a token the user keeps in their shell (GITHUB_TOKEN, AWS_*, ...)
@@ -21,6 +23,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
+
+from tilth.agents.sandbox import real_home, wrap
+from tilth.core.config import Settings
+from tilth.git.worktree_git import common_git_dir, session_git_dir
+from tilth.store.home import SessionPaths
+from tilth.store.session import SessionRecord
 
 BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "COLORTERM",
             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
@@ -146,3 +154,32 @@ def agent_config_dir(agent_home: Path, name: str, real: Path) -> Path:
             shutil.copy2(source, target)
             os.chmod(target, 0o600)
     return copy
+
+
+CLI_AGENTS = ("claude", "codex", "aider")
+
+
+def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, settings: Settings) -> Confinement:
+    agent_home = paths.agent_home
+    agent_home.mkdir(parents=True, exist_ok=True)
+    os.chmod(agent_home, 0o700)
+    home = real_home()
+    hidden = [p for p in (home, paths.home) if p is not None]
+    expose = toolchain_dirs(os.environ.get("PATH", ""), hidden)
+    expose += [p for p in agent_binaries(settings) if any(p.resolve().is_relative_to(h.resolve()) for h in hidden)]
+    expose += [Path(p).expanduser().resolve() for p in settings.sandbox_expose]
+    exposed = tuple(dict.fromkeys(expose))
+    wrapper = wrap(mode, Path(record.worktree), paths.home, settings.agent_network, agent_home, exposed,
+                   common_git_dir(record.repo), hide=(*secret_masks(exposed, home), *host_sockets()))
+    return Confinement(tuple(wrapper), agent_env(settings.agent_pass_env), agent_home,
+                       session_git_dir(record.repo, record.id))
+
+
+def agent_binaries(settings: Settings) -> list[Path]:
+    """The install prefixes of the CLI agents this machine has (a hidden home must not hide them)."""
+    found = []
+    for name in CLI_AGENTS:
+        binary = shutil.which(getattr(settings, f"{name}_bin"))
+        if binary:
+            found += binary_prefix(binary)
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tilth.cli.pick import session_command
 from tilth.core.errors import BadInput
 
 ENDED = {"waiting", "failed", "stopped", "done", "crashed"}
@@ -83,18 +84,15 @@ def cmd_answer(args: argparse.Namespace) -> int:
         print(f"session {paths.id} is {state}; it runs {task.id} when it runs again")
         return 0
     if record.keys:
-        from tilth.cli.main import supervisor_sees_keys
         from tilth.core.config import load_settings
 
-        supervisor_sees_keys(paths.home, load_settings(paths.home))
+        cmd_daemon.supervisor_sees_keys(paths.home, load_settings(paths.home))
     return cmd_daemon.hand_over(paths, "answer", resume=False)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    answer = sub.add_parser("answer", help="answer the question a parked task waits on; the task goes back to "
-                                           "pending and the session is queued again")
-    answer.add_argument("id", help="the session")
+    answer = session_command(sub, "answer", "answer the question a parked task waits on; the task goes back to "
+                                            "pending and the session is queued again", cmd_answer, "the session")
     answer.add_argument("task", help="the parked task (`tilth status <id>` lists open questions)")
     answer.add_argument("text", nargs="?", help="the answer")
     answer.add_argument("--file", metavar="PATH", help="read the answer from this file")
-    answer.set_defaults(handler=cmd_answer)

@@ -8,11 +8,14 @@ import os
 import sys
 
 from tilth.cli.pick import ID_HELP, pick_paths, pick_session
+from tilth.cli.stderr import say
+from tilth.core.errors import BadInput
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tilth.core.config import Settings
     from tilth.daemon.handoff import Handed
     from tilth.store.home import SessionPaths
 
@@ -26,6 +29,26 @@ def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | No
     handed = submit(paths, reason, resume, start_at, wait=reason != "start")
     print_handed(handed)
     return 0
+
+
+def supervisor_sees_keys(home: Path, settings: Settings) -> None:
+    """Before a session is handed over: a running supervisor lacking a key this shell gives the
+    session is refused (keys never travel with a session); other differences are warned of."""
+    from tilth.core.travel import keys_in_use
+    from tilth.daemon.control import environment_differences, holder, missing_keys
+
+    info = holder(home)
+    if info is None:
+        return  # the supervisor is started from this shell, with its environment
+    missing = missing_keys(info, keys_in_use(settings))
+    if missing:
+        names = " and ".join(missing)
+        where = f"put it in {home / 'config.toml'}, or " if all(n.startswith("TILTH_") for n in missing) else ""
+        raise BadInput(f"the running supervisor (pid {info.get('pid')}) was started without {names}, which this "
+                       f"session needs and which is never written to disk: {where}"
+                       "`tilth daemon stop` and start again from this shell")
+    for line in environment_differences(info):
+        say(line)
 
 
 def revive_supervisor(home: Path) -> None:

@@ -149,7 +149,7 @@ def status_lines() -> list[str]:
 
 
 def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool, last: int | None = None) -> int:
-    from tilth.views.report import Readable
+    from tilth.views.readable import Readable
 
     broker, _ = found
     readable = Readable(everything=everything)

@@ -30,7 +30,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from tilth.cli.pick import pick_paths
 
         ids = [pick_paths(None).id]  # the most recent, said on stderr
-    from tilth.run.doctor import PERSON, PROBLEM, diagnose
+    from tilth.run.doctor import diagnose
+    from tilth.run.doctor_findings import PERSON, PROBLEM
     from tilth.run.doctor_fix import repair
 
     left = False

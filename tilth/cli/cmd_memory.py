@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from tilth.cli.pick import ID_HELP, pick_session
+from tilth.cli.pick import pick_session, session_command
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
     from tilth.core.config import load_settings
-    from tilth.store.summary import SummarySettings, summary_path, write_summary
+    from tilth.store.progress_summary import SummarySettings, summary_path, write_summary
 
     paths, _ = pick_session(args.id)
     settings = load_settings(paths.home)
@@ -24,7 +24,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_learnings(args: argparse.Namespace) -> int:
-    from tilth.store.summary import learnings_path
+    from tilth.store.progress_summary import learnings_path
 
     paths, _ = pick_session(args.id)
     path = learnings_path(paths)
@@ -58,15 +58,10 @@ def cmd_note(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    note = sub.add_parser("note", help="leave a note for a session's agents: taken at the next task boundary and "
-                                       "shown in every later worker and evaluator prompt; never interrupts an iteration")
-    note.add_argument("id", help="the session to note")
+    note = session_command(sub, "note", "leave a note for a session's agents: taken at the next task boundary and "
+                                        "shown in every later worker and evaluator prompt; never interrupts an "
+                                        "iteration", cmd_note, "the session to note")
     note.add_argument("text", help="what the agents should know")
     note.add_argument("--task", metavar="ID", help="only for this task")
-    note.set_defaults(handler=cmd_note)
-    summarize = sub.add_parser("summarize", help="regenerate a session's progress summary and print its size")
-    summarize.add_argument("id", nargs="?", help=ID_HELP)
-    summarize.set_defaults(handler=cmd_summarize)
-    learnings = sub.add_parser("learnings", help="print the learnings proposed after each task")
-    learnings.add_argument("id", nargs="?", help=ID_HELP)
-    learnings.set_defaults(handler=cmd_learnings)
+    session_command(sub, "summarize", "regenerate a session's progress summary and print its size", cmd_summarize)
+    session_command(sub, "learnings", "print the learnings proposed after each task", cmd_learnings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tilth.cli.stderr import say
 from tilth.core.errors import BadInput
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
@@ -20,10 +21,6 @@ if TYPE_CHECKING:
 
 PROMPT = "answer> "
 DEFAULT_MAX_STEPS = 40
-
-
-def say(line: str) -> None:
-    print(f"tilth: {line}", file=sys.stderr, flush=True)
 
 
 class TerminalAnswers:

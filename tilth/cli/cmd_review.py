@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from tilth.cli.pick import ID_HELP, pick_session
+from tilth.cli.pick import pick_session, session_command
 
 # The libraries (retire, review: pygit2, pydantic) are imported by the handler that uses them.
 
@@ -71,31 +71,22 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    push = sub.add_parser("push", help="push session/<id> from the source repo (your git, your credentials)")
-    push.add_argument("id", nargs="?", help=ID_HELP)
+    push = session_command(sub, "push", "push session/<id> from the source repo (your git, your credentials)",
+                           cmd_push)
     push.add_argument("--remote", default="origin", help="remote to push to (default: origin)")
-    push.set_defaults(handler=cmd_push)
 
-    pr = sub.add_parser("pr", help="push if needed, then open a pull request with `gh` or print where to open one")
-    pr.add_argument("id", nargs="?", help=ID_HELP)
+    pr = session_command(sub, "pr", "push if needed, then open a pull request with `gh` or print where to open one",
+                         cmd_pr)
     pr.add_argument("--base", help="branch to merge into (default: the branch checked out in the repo, else main)")
     pr.add_argument("--remote", default="origin", help="remote to push to and open the PR on (default: origin)")
     pr.add_argument("--web", action="store_true", help="let gh finish creating the PR in the browser")
-    pr.set_defaults(handler=cmd_pr)
 
-    diff = sub.add_parser("diff", help="the session branch against its base commit")
-    diff.add_argument("id", nargs="?", help=ID_HELP)
-    diff.set_defaults(handler=cmd_diff)
+    session_command(sub, "diff", "the session branch against its base commit", cmd_diff)
 
-    log = sub.add_parser("log", help="the session's commits with task, iterations and outcome")
-    log.add_argument("id", nargs="?", help=ID_HELP)
-    log.set_defaults(handler=cmd_log)
+    session_command(sub, "log", "the session's commits with task, iterations and outcome", cmd_log)
 
-    cleanse = sub.add_parser("cleanse", help="archive a merged or pushed session: remove worktree and branch, keep the record")
-    cleanse.add_argument("id", nargs="?", help=ID_HELP)
-    cleanse.set_defaults(handler=cmd_cleanse)
+    session_command(sub, "cleanse", "archive a merged or pushed session: remove worktree and branch, keep the record",
+                    cmd_cleanse)
 
-    reset = sub.add_parser("reset", help="remove a session entirely: worktree, branch and session dir")
-    reset.add_argument("id", nargs="?", help=ID_HELP)
+    reset = session_command(sub, "reset", "remove a session entirely: worktree, branch and session dir", cmd_reset)
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    reset.set_defaults(handler=cmd_reset)

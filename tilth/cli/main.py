@@ -1,5 +1,6 @@
-"""The `tilth` command line. Handlers parse arguments and call into the library; the
-loop itself lives in run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
+"""The `tilth` command line: the parser root, `start`/`run`/`resume`/`status`/`config`, and errors
+as one line and an exit code. Handlers parse arguments and call into the library; the loop itself
+lives in run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
 3 stopped before finishing."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import sys
 from tilth.core import VERSION
 from tilth.cli import cmd_answer, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
 from tilth.cli.pick import ID_HELP, pick_session
+from tilth.cli.stderr import say
 from tilth.core.errors import BadInput, DiskFull, TilthError
-from tilth.store.redaction import redact_text
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
     from tilth.run.stopflag import StopFlag
     from tilth.store.home import session_paths
     from tilth.store.session import load_session, refuse_archived
-    from tilth.views.report import print_event
+    from tilth.views.readable import print_event
 
     paths = session_paths(session_id)
     record = load_session(paths)
@@ -70,26 +71,6 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
     print(f"session {record.id}: branch {record.branch}, worktree {record.worktree}", flush=True)
     return run_session(paths, settings, StopFlag().install(), resume=resume, echo=print_event,
                        expect_queued=expect_queued)
-
-
-def supervisor_sees_keys(home: Path, settings: Settings) -> None:
-    """Before a session is handed over: a running supervisor lacking a key this shell gives the
-    session is refused (keys never travel with a session); other differences are warned of."""
-    from tilth.core.travel import keys_in_use
-    from tilth.daemon.control import environment_differences, holder, missing_keys
-
-    info = holder(home)
-    if info is None:
-        return  # the supervisor is started from this shell, with its environment
-    missing = missing_keys(info, keys_in_use(settings))
-    if missing:
-        names = " and ".join(missing)
-        where = f"put it in {home / 'config.toml'}, or " if all(n.startswith("TILTH_") for n in missing) else ""
-        raise BadInput(f"the running supervisor (pid {info.get('pid')}) was started without {names}, which this "
-                       f"session needs and which is never written to disk: {where}"
-                       "`tilth daemon stop` and start again from this shell")
-    for line in environment_differences(info):
-        say(line)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -115,7 +96,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if not dispatching and not args.repo:
         raise BadInput("no repository: pass --repo PATH (the git repository to work on)")
     if not args.foreground and not dispatching:
-        supervisor_sees_keys(tilth_home(), settings)
+        cmd_daemon.supervisor_sees_keys(tilth_home(), settings)
     plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
     beside = prd if prd.is_dir() else prd.parent  # a converted plan's seed-meta.json is beside the original
     if seed is None and plan_file.parent != beside and (beside / "seed-meta.json").is_file():
@@ -177,7 +158,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     refuse_archived(record)
     settings, sources = load_settings_with_sources(paths.home)
     if not args.foreground:
-        supervisor_sees_keys(paths.home, settings)
+        cmd_daemon.supervisor_sees_keys(paths.home, settings)
     shell = {name: value for name, value in settings.model_dump(mode="json").items()
              if name in sources and name in travelling_fields()}
     changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in shell else None)
@@ -310,10 +291,6 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_doctor.register(sub)
     cmd_dispatch.register(sub)
     return parser
-
-
-def say(line: str) -> None:
-    print(f"tilth: {redact_text(line)}", file=sys.stderr, flush=True)
 
 
 def git_error() -> type[Exception]:

@@ -1,4 +1,5 @@
-"""Which session a command means: the one named, or the most recent, said on stderr."""
+"""Which session a command means: the one named (`session_command` declares its `id`), or the most
+recent, said on stderr."""
 
 from __future__ import annotations
 
@@ -6,10 +7,25 @@ import sys
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
+    import argparse
+    from typing import Callable
+
     from tilth.store.home import SessionPaths
     from tilth.store.session import SessionRecord
 
 ID_HELP = "session id (default: the most recent)"
+
+
+def session_command(sub: argparse._SubParsersAction, name: str, help: str, handler: Callable[[argparse.Namespace], int],
+                    id_help: str | None = None) -> argparse.ArgumentParser:
+    """A command on one session: its `id` may be left out (the most recent), unless `id_help` says what it names."""
+    parser = sub.add_parser(name, help=help)
+    if id_help is None:
+        parser.add_argument("id", nargs="?", help=ID_HELP)
+    else:
+        parser.add_argument("id", help=id_help)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def pick_paths(session_id: str | None) -> SessionPaths:

@@ -12,6 +12,18 @@ def iso(moment: datetime | None = None) -> str:
     return (moment or utc_now()).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_utc(ts: str | None) -> datetime | None:
+    """An ISO time as tilth writes it (`Z` suffix; one without a zone is UTC), aware; None when
+    there is none or it is not one."""
+    if not ts:
+        return None
+    try:
+        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 def iso_ms(moment: datetime | None = None) -> str:
     """Millisecond precision, for journals where order within a second matters."""
     m = moment or utc_now()

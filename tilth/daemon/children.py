@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from tilth.core.faults import PAUSE_ENV
+from tilth.core.processes import kill_group
 from tilth.store.home import SessionPaths
 
 RUN_LOG = "run.log"
@@ -91,18 +92,6 @@ def signal_pid(pid: int, sig: int) -> bool:
         return False
 
 
-def kill_group(pid: int) -> bool:
-    """SIGKILL the process and, when it leads its own group, everything it started."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-        return True
-    except ProcessLookupError:
-        return False
-
-
 def describe_exit(code: int | None) -> str:
     if code is None:
         return "running"
@@ -112,12 +101,3 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit {code}"
-
-
-def proc_state(pid: int) -> str | None:
-    """The kernel's state letter for pid (Z = zombie, dead), None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from tilth.core.errors import TilthError
 from tilth.daemon import transitions
-from tilth.daemon.children import kill_group, signal_pid
+from tilth.core.processes import kill_group
+from tilth.daemon.children import signal_pid
 from tilth.daemon.control import ensure_running
 from tilth.store.home import SessionPaths
 from tilth.store.lock import live_holder, wait_released

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from tilth.core.clock import parse_utc
 from tilth.core.errors import BadInput
 from tilth.store.session import SessionRecord, SessionState
 
@@ -98,13 +99,7 @@ def pause_end(record: SessionRecord) -> datetime | None:
     that has not lifted yet only pauses it again."""
     if record.state != SessionState.paused or not record.supervised:
         return None
-    if not record.paused_until:
-        return DUE_NOW
-    try:
-        moment = datetime.fromisoformat(record.paused_until.replace("Z", "+00:00"))
-    except ValueError:
-        return DUE_NOW
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return parse_utc(record.paused_until) or DUE_NOW
 
 
 def to_unpause(now: datetime, seen: list[Seen]) -> list[SessionRecord]:
@@ -203,11 +198,7 @@ def resume_time(record: SessionRecord, policy: AutoResume) -> datetime | None:
         return None
     if record.auto_resumes >= policy.attempts:
         return None
-    try:
-        moment = datetime.fromisoformat(record.auto_resume_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return parse_utc(record.auto_resume_at)
 
 
 def to_auto_resume(now: datetime, seen: list[Seen], policy: AutoResume) -> list[SessionRecord]:

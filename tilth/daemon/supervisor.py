@@ -26,7 +26,7 @@ from tilth.core.errors import BadInput
 from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, describe_exit
 from tilth.daemon.control import DaemonLock
-from tilth.daemon.notices import Notices
+from tilth.daemon.crash_notice import Notices
 from tilth.daemon.revive import look
 from tilth.daemon.watcher import Watcher
 from tilth.store.events import read_events

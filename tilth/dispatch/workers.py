@@ -17,6 +17,7 @@ import redis
 from rq import Queue, Worker
 
 from tilth.core.config import load_settings
+from tilth.core.processes import proc_stat
 from tilth.store.home import tilth_home
 
 log = logging.getLogger("tilth.dispatch")
@@ -108,11 +109,8 @@ def family(pid: int) -> list[int]:
     parents: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-            except OSError:
-                continue
-            parents.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            if (stat := proc_stat(int(entry))) is not None:
+                parents.setdefault(stat[1], []).append(int(entry))
     found, look = [], [pid]
     while look:
         current = look.pop()

@@ -29,7 +29,7 @@ from tilth.store.prd import Task
 from tilth.store.progress import read_progress
 from tilth.store.prompts import append_prompt
 from tilth.store.seed_meta import SeedMeta, load_seed_meta, seed_meta_path
-from tilth.store.summary import SummarySettings, current_summary
+from tilth.store.progress_summary import SummarySettings, current_summary
 
 document(
     {

@@ -17,8 +17,8 @@ from typing import Callable
 import pygit2
 
 from tilth.agents.accounting import Meter
+from tilth.agents.backends.registry import make_backend
 from tilth.agents.preflight import preflight
-from tilth.agents.protocol import make_backend
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
 from tilth.core.config import Settings

@@ -4,8 +4,8 @@ Git is the truth for what is done, so every check compares a file with the branc
 statuses and progress.txt lines with the task commits' trailers, the ledger with their
 iteration counts; the journal must parse; the worktree must exist, be registered with the
 repository and stand on `session/<id>`; session.json must agree with the session lock. This
-module holds the findings, the session's own files (lock, state, journal) and `diagnose`; the
-checks against the branch are `run/doctor_branch.py`'s. Each finding is one line; those `--fix`
+module checks the session's own files (lock, state, journal) and runs every check in `diagnose`;
+the checks against the branch are `run/doctor_branch.py`'s, the findings `run/doctor_findings.py`'s. Each finding is one line; those `--fix`
 can derive from git carry the name of their repair (`run/doctor_fix.py`), the rest say what a
 person should run.
 
@@ -16,65 +16,19 @@ commit) is never a thing to repair: statuses derived from it would record the mo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from tilth.core.errors import BadInput
-from tilth.git.commits import TaskCommit
+from tilth.core.processes import proc_stat
 from tilth.git.gitops import GitError, open_repo
+from tilth.run.doctor_branch import (check_branch, check_git_locks, check_ledger, check_progress, check_statuses,
+                                     check_worktree)
+from tilth.run.doctor_findings import OK, PERSON, PROBLEM, RUNNING, TORN_SUFFIX, Diagnosis
 from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import parse_object
 from tilth.store.lock import live_holder, read_holder
 from tilth.store.rollup import fingerprint, read_saved
-from tilth.store.session import SessionRecord, SessionState, load_session
-
-OK, REPAIRED, PROBLEM, PERSON, RUNNING = "ok", "repaired", "problem", "needs a person", "running"
-TORN_SUFFIX = ".torn"
-"""events.jsonl's torn lines go to events.jsonl.torn, byte for byte: moved aside, never dropped."""
-DUPLICATES_SUFFIX = ".duplicates"
-RECONCILED = {"statuses", "progress", "reconcile"}
-"""The repairs `recovery.reconcile` makes in the worktree: only once it is there, registered and on the branch."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str
-    text: str
-    fix: str | None = None
-    """The repair `--fix` applies (a name `doctor_fix` knows); None: nothing to do, or only a person can."""
-    repaired: str = ""
-    """The line once `--fix` has repaired it."""
-
-
-@dataclass
-class Diagnosis:
-    paths: SessionPaths
-    findings: list[Finding] = field(default_factory=list)
-    record: SessionRecord | None = None
-    holder: dict | None = None
-    """The live runner's lock content, when one holds session.lock."""
-    tip: str | None = None
-    branch_ok: bool = False
-    """The branch holds its base and tilth's last task commit: statuses may be derived from it."""
-    worktree_ok: bool = False
-    worktree_blocked: bool = False
-    """The worktree is there but wrong in a way only a person puts right (reconcile would act on it)."""
-    commits: list[TaskCommit] = field(default_factory=list)
-    loose: list[str] = field(default_factory=list)
-    """Commits without trailers on top of tilth's last one (an agent's or a person's), newest first."""
-
-    def add(self, level: str, text: str, fix: str | None = None, repaired: str = "") -> None:
-        if self.holder is not None and level == PROBLEM:  # nothing is repaired under a live runner
-            level, text = PERSON, f"{text.split(': --fix')[0]}: stop it first (tilth stop {self.paths.id}), " \
-                                  f"then tilth doctor {self.paths.id} --fix"
-            fix = None
-        elif self.worktree_blocked and level == PROBLEM and fix in RECONCILED:
-            level, text = PERSON, f"{text.split(': --fix')[0]}: once the worktree is right (above), tilth doctor " \
-                                  f"{self.paths.id} --fix repairs it"
-            fix = None
-        self.findings.append(Finding(level, text, fix, repaired))
-
+from tilth.store.session import SessionState, load_session
 
 def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
     """Every check, reading only. `locked_by_us`: the caller holds session.lock (so no runner does)."""
@@ -94,9 +48,6 @@ def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
         d.add(PERSON, f"the session's repository {d.record.repo} is gone or is not a git repository: restore it "
                       f"there, then run tilth doctor {paths.id}")
         return d
-    from tilth.run.doctor_branch import (check_branch, check_git_locks, check_ledger, check_progress, check_statuses,
-                                         check_worktree)  # they build on the Diagnosis defined here
-
     try:
         check_branch(d, repo)
         check_worktree(d, repo)
@@ -117,12 +68,10 @@ def process_state(pid: object) -> str:
     """How /proc sees a pid (a zombie holds no flock, and kill(pid, 0) would call it alive)."""
     if type(pid) is not int:
         return "unknown"
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    stat = proc_stat(pid)
+    if stat is None:
         return "gone"
-    state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
-    return "a zombie" if state == "Z" else "alive"
+    return "a zombie" if stat[0] == "Z" else "alive"
 
 
 def check_runner(d: Diagnosis, locked_by_us: bool) -> None:

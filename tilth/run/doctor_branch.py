@@ -12,7 +12,7 @@ from tilth.git.commits import TaskCommit, read_task_commit
 from tilth.git.gitops import (branch_tip, chain_from, commit_at, common_dir, descends_from, registered_worktree,
                               worktree_admin_dir, worktree_head)
 from tilth.git.worktree_git import command_line, session_git_dir, worktree_name
-from tilth.run.doctor import DUPLICATES_SUFFIX, OK, PERSON, PROBLEM, Diagnosis
+from tilth.run.doctor_findings import DUPLICATES_SUFFIX, OK, PERSON, PROBLEM, Diagnosis
 from tilth.store.answers import is_answered
 from tilth.store.events import read_events
 from tilth.store.ledger import read_entries

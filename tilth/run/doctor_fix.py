@@ -13,8 +13,9 @@ from pathlib import Path
 
 from tilth.git.gitops import check_readable, clear_stale_locks, open_repo, open_worktree, readd_worktree
 from tilth.git.worktree_git import session_git_dir, worktree_name
-from tilth.run.doctor import (DUPLICATES_SUFFIX, PERSON, PROBLEM, RECONCILED, REPAIRED, TORN_SUFFIX, Diagnosis,
-                              Finding, diagnose, torn_lines)
+from tilth.run.doctor import diagnose, torn_lines
+from tilth.run.doctor_findings import (DUPLICATES_SUFFIX, PERSON, PROBLEM, RECONCILED, REPAIRED, TORN_SUFFIX,
+                                       Diagnosis, Finding)
 from tilth.run.outcomes import Workspace
 from tilth.run.recovery import reconcile
 from tilth.store.events import EventLog, document

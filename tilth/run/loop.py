@@ -11,11 +11,11 @@ from typing import Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
+from tilth.agents.backends.registry import make_backend
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
-from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
-    make_backend
-from tilth.agents.confinement import Confinement
+from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob
+from tilth.agents.confinement import Confinement, session_confinement
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
@@ -24,15 +24,14 @@ from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.core.travel import key_variable, with_session_view
 from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
 from tilth.git.worktree_git import session_git_dir
-from tilth.run.confining import session_confinement
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
-from tilth.run import notifying
+from tilth.run import session_notices
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
-from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, stage
+from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
 from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
-from tilth.run.recovery import reconcile, remember
+from tilth.run.recovery import reconcile
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -42,8 +41,9 @@ from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, append_entr
 from tilth.store.lock import SessionLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret
+from tilth.store.rollup import keep_rollup
 from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
-from tilth.store.summary import SummarySettings, learnings_path, write_summary
+from tilth.store.progress_summary import SummarySettings, learnings_path, write_summary
 from tilth.store.transcript import Transcript, transcript_path
 from tilth.views.endreport import record_report
 
@@ -117,7 +117,7 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
         except BaseException as exc:
             if (stopped := stop_reason(exc, paths, run.ws.record.repo)) is None:
                 set_state(paths, SessionState.crashed, pid=None, reason=crash_reason(exc))
-                notifying.crashed(run.ws.events, crash_reason(exc))
+                session_notices.crashed(run.ws.events, crash_reason(exc))
                 raise
             stop_after(run, stopped)
             raise stopped from None
@@ -144,7 +144,7 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
 def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
-    meter = Meter.from_rollup(events.keep_rollup())
+    meter = Meter.from_rollup(keep_rollup(events))
     backend = make_backend(record.backend, settings, meter)
     ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events)
     check_readable(ws.repo, record.branch)
@@ -152,7 +152,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     reconcile(ws, unwind_failed=resume)
     set_state(paths, SessionState.running, pid=os.getpid())
     record_transcript(paths, record, backend.label, events)
-    notifying.watch(paths, settings.notify, events, not settings.stop_on_failure)
+    session_notices.watch(paths, settings.notify, events, not settings.stop_on_failure)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
@@ -325,7 +325,7 @@ def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> 
     task's outcome. A parked task has not ended: no memory line, nothing to learn yet."""
     ws, s = run.ws, run.settings
     if outcome != "parked":
-        remember(ws, task.id, task.title, outcome == "done", sha, s)
+        note_daily_memory(ws, task.id, task.title, outcome == "done", sha, s)
     if s.self_improvement and outcome != "parked":
         history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
         prompt = learning_prompt(run.sources, task, outcome, history)

@@ -1,4 +1,4 @@
-"""The three ways a task ends, each written in the crash-safe order:
+"""The three ways a task ends, each written in the crash-safe order (and its daily memory line):
 
     commit (git is the truth)  ->  prd.json status  ->  progress line  ->  event
 
@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 
 import pygit2
 
+from tilth.core.config import Settings
 from tilth.core.faults import checkpoint
 from tilth.git.commits import done_message, failed_message, parked_message
 from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
                               soft_reset, stage_all)
 from tilth.store.answers import record_question
+from tilth.store.daily_memory import agent_label, note_outcome
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import LedgerEntry
@@ -142,3 +144,9 @@ def commit_parked(ws: Workspace, task: Task, asking: LedgerEntry) -> str:
     ws.events.emit("task_parked", task.id, asking.iter, sha=sha, asked_by=verdict.asked_by,
                    question=verdict.question)
     return sha
+
+
+def note_daily_memory(ws: Workspace, task_id: str, title: str, done: bool, sha: str, settings: Settings) -> None:
+    """The task outcome's line in the daily memory (`store/daily_memory.py`), once per commit."""
+    note_outcome(ws.paths.dir, ws.paths.home, ws.record.id, task_id, title, done, sha,
+                 agent_label(ws.record.backend.name, settings.worker_backend, settings.worker_model))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
@@ -160,12 +159,6 @@ def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, Ta
     answered = {tid for tid, c in latest.items() if c.parked and c.sha == tip
                 and before.get(tid) == TaskStatus.pending and is_answered(ws.paths.dir, tid)}
     return below | answered
-
-
-def remember(ws: Workspace, task_id: str, title: str, done: bool, sha: str, settings: Settings) -> None:
-    """The task outcome's line in the daily memory (`store/daily_memory.py`), once per commit."""
-    note_outcome(ws.paths.dir, ws.paths.home, ws.record.id, task_id, title, done, sha,
-                 agent_label(ws.record.backend.name, settings.worker_backend, settings.worker_model))
 
 
 def recorded_agent(ws: Workspace) -> str:

@@ -76,9 +76,14 @@ class Totals:
 
     def add(self, counted: Counted) -> None:
         self.model_calls += 1
-        self.tokens += counted.tokens
-        self.cost_usd += counted.cost_usd
-        self.unknown_usage_calls += not counted.usage_known
-        self.unknown_cost_calls += not counted.usage_known and not counted.cost_known
-        self.unpriced_calls += counted.usage_known and not counted.cost_known
+        count_into(self, counted)
         self.cost_is_lower_bound = self.unknown_cost_calls > 0
+
+
+def count_into(totals: Any, counted: Counted) -> None:
+    """Add one call's tokens, cost and unknowns to `totals` (`Totals` here, `accounting.Meter`)."""
+    totals.tokens += counted.tokens
+    totals.cost_usd += counted.cost_usd
+    totals.unknown_usage_calls += not counted.usage_known
+    totals.unknown_cost_calls += not counted.usage_known and not counted.cost_known
+    totals.unpriced_calls += counted.usage_known and not counted.cost_known

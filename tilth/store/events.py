@@ -7,13 +7,10 @@ that writes them; `EventLog.emit` refuses an undocumented type so the list stays
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
-
-if TYPE_CHECKING:
-    from tilth.store.rollup import Keeper, Rollup
 
 DOCUMENTED: dict[str, str] = {}
 UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run", "agent_step"}
@@ -26,21 +23,19 @@ def document(types: dict[str, str]) -> None:
     DOCUMENTED.update(types)
 
 
+class AppendHook(Protocol):
+    """Told of each append before the listeners (the runner's summary.json: `rollup.keep_rollup`)."""
+
+    def appended(self, kind: str) -> None: ...
+
+
 class EventLog:
     def __init__(self, path: Path, echo: Callable[[dict[str, Any]], None] | None = None):
         self.path = path
         self.echo = echo
-        self.keeper: Keeper | None = None
+        self.keeper: AppendHook | None = None
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         """Called with each event once it is in the journal (the transcript, notifications)."""
-
-    def keep_rollup(self) -> Rollup:
-        """Make this log the writer of summary.json (the runner, under the session lock): caught
-        up with the log now, then kept as events are emitted. Readers never call this."""
-        from tilth.store.rollup import Keeper  # rollup reads events through is_event, defined below
-
-        self.keeper = Keeper(self.path)
-        return self.keeper.rollup
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
         if type not in DOCUMENTED:

@@ -1,4 +1,4 @@
-"""Crash-safe file primitives: atomic whole-file writes and fsynced JSONL appends."""
+"""Crash-safe file primitives: atomic whole-file writes and fsynced JSONL appends, and their readers."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Iterator
 
 import orjson
 
+from tilth.core.errors import BadInput
 from tilth.store.redaction import redact
 
 
@@ -85,6 +86,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         if row is not None:
             rows.append(row)
     return rows
+
+
+def load_json(data: bytes, source: str, kind: type, shape: str, fix: str) -> Any:
+    """A whole JSON file that must be one `kind` (list, dict): BadInput naming `source` otherwise,
+    `fix` saying what to do about invalid JSON, `shape` what it must be."""
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise BadInput(f"{source}: not valid JSON ({exc}); {fix}") from None
+    if not isinstance(raw, kind):
+        raise BadInput(f"{source}: must be {shape}, got {type(raw).__name__}")
+    return raw
 
 
 def parse_object(raw: bytes) -> dict[str, Any] | None:

@@ -9,8 +9,8 @@ tilth writes itself updates the kept copy instead of forcing a re-parse. A plan 
 `MAX_TASKS` tasks or `MAX_BYTES` bytes is refused: past that, every status write rewrites a
 file too big to keep per-task overhead flat.
 
-The read-only views read the plan with `store/prd_peek.py` (no pydantic), which also holds
-`TaskStatus`, the id pattern and the limits.
+The read-only views read the plan with `store/prd_peek.py` (no pydantic); `TaskStatus`, the id
+pattern, the limits and the dependency rules are `store/prd_rules.py`'s, shared by both.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from tilth.core.errors import BadInput, PlanChanged
-from tilth.store.jsonio import write_atomic
-from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
+from tilth.store.jsonio import load_json, write_atomic
+from tilth.store.prd_rules import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
 __all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "blocked_by", "load_current_plan",
            "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
@@ -80,12 +80,7 @@ def _describe(error: dict, raw: object) -> str:
 
 def parse_plan(data: bytes, source: str) -> list[Task]:
     """Validate a plan; raise BadInput naming the task and field of the first problem."""
-    try:
-        raw = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise BadInput(f"{source}: not valid JSON ({exc}); fix the file and retry") from None
-    if not isinstance(raw, list):
-        raise BadInput(f"{source}: must be a JSON array of tasks, got {type(raw).__name__}")
+    raw = load_json(data, source, list, "a JSON array of tasks", "fix the file and retry")
     if not raw:
         raise BadInput(f"{source}: the plan has no tasks; add at least one")
     if len(raw) > MAX_TASKS:

@@ -8,7 +8,7 @@ byte 0. Only newline-terminated lines are folded: a torn last line waits (the ne
 ends it, and it is then skipped as garbage like every reader skips it). So `load_rollup`
 equals `rebuild` of the same log, whatever summary.json held.
 
-The runner keeps it (`Keeper`, through `EventLog.keep_rollup`) and writes it only at coarse
+The runner keeps it (`Keeper`, through `keep_rollup(log)`) and writes it only at coarse
 points; a reader folds the few lines written since, and never writes.
 
 No pydantic here: `tilth status` reads this file and must not pay pydantic's start-up. The types
@@ -37,7 +37,7 @@ except ImportError:  # another interpreter
     from hashlib import sha1
 
 from tilth.store.calls import Counted, Totals, is_dollars
-from tilth.store.events import is_event
+from tilth.store.events import EventLog, is_event
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.strict import dict_of, number_or_none, strict_record
 
@@ -305,6 +305,14 @@ def save_rollup(path: Path, rollup: Rollup) -> int:
         data = json.dumps(dataclasses.asdict(rollup), ensure_ascii=False).encode()
     write_atomic(path, data + b"\n")
     return len(data) + 1
+
+
+def keep_rollup(log: EventLog) -> Rollup:
+    """Make this log the writer of summary.json (the runner, under the session lock): caught
+    up with the log now, then kept as events are emitted. Readers never call this."""
+    keeper = Keeper(log.path)
+    log.keeper = keeper
+    return keeper.rollup
 
 
 class Keeper:

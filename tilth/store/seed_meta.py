@@ -15,7 +15,7 @@ import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from tilth.core.errors import BadInput
-from tilth.store.jsonio import write_atomic
+from tilth.store.jsonio import load_json, write_atomic
 
 FILE_NAME = "seed-meta.json"
 MAX_BYTES = 1_000_000
@@ -78,12 +78,7 @@ def seed_meta_path(directory: Path) -> Path:
 
 def parse_seed_meta(data: bytes, source: str) -> SeedMeta:
     """Validate seed-meta.json; BadInput naming the file and the first problem."""
-    try:
-        raw = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise BadInput(f"{source}: not valid JSON ({exc}); fix or remove the file and retry") from None
-    if not isinstance(raw, dict):
-        raise BadInput(f"{source}: must be a JSON object, got {type(raw).__name__}")
+    raw = load_json(data, source, dict, "a JSON object", "fix or remove the file and retry")
     try:
         return SeedMeta.model_validate(raw)
     except ValidationError as exc:

@@ -1,7 +1,8 @@
 """session.json: one session's identity and lifecycle state.
 
 `SessionRecord` defines the format, and every write goes through it. The read-only views read it
-with `store/session_peek.py` (no pydantic), which also holds `SessionState` and `effective_state`.
+with `store/session_peek.py` (no pydantic); `SessionState` and `effective_state`, shared by both,
+are `store/session_state.py`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tilth.core.clock import iso
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_json
-from tilth.store.session_peek import SessionState, effective_state
+from tilth.store.session_state import SessionState, effective_state
 
 __all__ = ["BackendChoice", "SessionRecord", "SessionState", "effective_state", "load_session", "pause",
            "refuse_archived", "save_session", "set_state"]

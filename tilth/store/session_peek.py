@@ -3,9 +3,8 @@
 file of twenty fields.
 
 `store/session.py` stays the definition of the format (`SessionRecord`) and the only writer;
-this module holds what both share without pydantic (`SessionState`, `effective_state`, the most
-recent session) and `peek_session`, which checks every field as strictly as the model would
-accept it. Anything it is not sure of (bad JSON, a missing or odd field, a value pydantic might
+this module holds the most recent session and `peek_session`, which checks every field as
+strictly as the model would accept it. Anything it is not sure of (bad JSON, a missing or odd field, a value pydantic might
 coerce) goes to `session.load_session`, so a damaged file gives exactly the one-line error it
 always gave, and a file the model accepts shows exactly what the model reads.
 """
@@ -13,7 +12,6 @@ always gave, and a file the model accepts shows exactly what the model reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,31 +19,11 @@ import orjson
 
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
-from tilth.store.lock import is_locked
+from tilth.store.session_state import SessionState
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from tilth.store.session import SessionRecord
-
-
-class SessionState(StrEnum):
-    """queued -> running -> done | failed | stopped | crashed; every end but `done` is resumable;
-    `archived` after `tilth cleanse` removed the branch and the worktree. running -> paused when
-    the agent hit a usage limit (`paused_until`): a foreground run waits for it in-process, holding
-    the session lock; a supervised runner exits and the supervisor queues the session again once
-    that time has come (`tilth resume` sooner, `tilth stop` never). `waiting`: nothing is left to
-    run but parked tasks (and tasks that depend on them): the session waits for `tilth answer`,
-    which queues it again."""
-
-    queued = "queued"
-    running = "running"
-    done = "done"
-    failed = "failed"
-    stopped = "stopped"
-    crashed = "crashed"
-    paused = "paused"
-    waiting = "waiting"
-    archived = "archived"
 
 
 @dataclass(frozen=True)
@@ -148,12 +126,3 @@ def most_recent_session(home: Path | None = None) -> SessionPaths:
     views = [peek_session(session_paths(i, home)) for i in ids]
     newest = max(views, key=lambda r: (r.created, r.id))
     return session_paths(newest.id, home)
-
-
-def effective_state(paths: SessionPaths, record: SessionRecord | SessionView) -> str:
-    """A session marked running whose lock nobody holds was killed: report it as crashed. A
-    paused one stays paused, locked (a foreground run waiting in-process) or not (a supervised
-    runner exits while paused)."""
-    if record.state == SessionState.running and not is_locked(paths.lock):
-        return SessionState.crashed.value
-    return record.state.value

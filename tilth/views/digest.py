@@ -20,12 +20,14 @@ from typing import Any
 
 import orjson
 
+from tilth.core.clock import parse_utc
 from tilth.core.errors import BadInput
 from tilth.store.daily_memory import Entry, read_since
 from tilth.store.home import all_session_ids, session_paths
 from tilth.store.prd_peek import peek_plan
 from tilth.store.rollup import load_rollup
-from tilth.store.session_peek import effective_state, peek_session
+from tilth.store.session_peek import peek_session
+from tilth.store.session_state import effective_state
 from tilth.views.figures import duration, money, short
 
 DEFAULT_SINCE = "24h"
@@ -47,16 +49,6 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         raise BadInput(f"--since {text!r}: give a span such as 30m, 12h or 2d, or an ISO time such as "
                        "2026-11-24T06:00") from None
     return (moment if moment.tzinfo else moment.astimezone()).astimezone(timezone.utc)
-
-
-def _utc(ts: str | None) -> datetime | None:
-    if not ts:
-        return None
-    try:
-        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _head(repo: str, branch: str) -> str | None:
@@ -105,7 +97,7 @@ def session_digest(home: Path, session_id: str, since: datetime, entries: list[E
     paths = session_paths(session_id, home)
     view = peek_session(paths)
     roll = load_rollup(paths.events, paths.rollup)
-    times = [t for t in (_utc(_updated(paths.session_json)), _utc(roll.clock.last_ts)) if t is not None]
+    times = [t for t in (parse_utc(_updated(paths.session_json)), parse_utc(roll.clock.last_ts)) if t is not None]
     touched = max(times) if times else None
     if touched is None or touched < since:
         return None
@@ -163,7 +155,7 @@ def build_digest(home: Path, since: datetime, now: datetime | None = None) -> di
 
 
 def _local(ts: str) -> str:
-    moment = _utc(ts)
+    moment = parse_utc(ts)
     return moment.astimezone().strftime("%Y-%m-%d %H:%M") if moment else ts
 
 

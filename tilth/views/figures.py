@@ -1,6 +1,6 @@
 """How a session's figures are written for a person: spend (`$0.0123`, `≥ $0.0123`), tokens
 (`1,234+ (3 calls with unknown usage)`) and verdicts (`reject (weak_test): <concern>`). Apart
-from `views/tally.py` and `views/report.py` so that `tilth status` imports neither git nor the
+from `views/tally.py` and `views/readable.py` so that `tilth status` imports neither git nor the
 event wording."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`tilth wait` and `tilth logs`: follow a session from its files.
 
-`tilth logs` shows the readable view of `views/report.Readable` (`everything` for every
+`tilth logs` shows the readable view of `views/readable.Readable` (`everything` for every
 event), each event's first line stamped with its time; `last` keeps only the final lines,
 read back from the end of events.jsonl so a long session costs no more than a short one.
 
@@ -29,8 +29,9 @@ from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import parse_object
 from tilth.store.lock import is_locked
-from tilth.store.session_peek import SessionState, effective_state, peek_session
-from tilth.views.report import Readable
+from tilth.store.session_peek import peek_session
+from tilth.store.session_state import SessionState, effective_state
+from tilth.views.readable import Readable
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3,
               SessionState.paused: 3, SessionState.waiting: 5}

@@ -12,17 +12,19 @@ Read without pydantic (`store/session_peek.py`, `store/prd_peek.py`, the roll-up
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from tilth.core.clock import utc_now
+from tilth.core.clock import parse_utc, utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd_peek import TaskLine, TaskStatus, blocked_by, blocked_label, peek_plan
+from tilth.store.prd_peek import TaskLine, peek_plan
+from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
 from tilth.store.rollup import Clock, Rollup, load_rollup
-from tilth.store.session_peek import SessionState, SessionView, effective_state, peek_session
+from tilth.store.session_peek import SessionView, peek_session
+from tilth.store.session_state import SessionState, effective_state
 from tilth.views.figures import money, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
 
@@ -172,11 +174,10 @@ def _clock(ts: str) -> str:
 
 def _local_clock(ts: str, today: date | None = None) -> str:
     """`HH:MM` in local time of an ISO time, `YYYY-MM-DD HH:MM` when not today; anything else as it is."""
-    try:
-        moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
-    except ValueError:
+    moment = parse_utc(ts)
+    if moment is None:
         return ts
-    local = (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone()
+    local = moment.astimezone()
     today = today or utc_now().astimezone().date()
     return f"{local:%H:%M}" if local.date() == today else f"{local:%Y-%m-%d %H:%M}"
 

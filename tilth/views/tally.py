@@ -30,12 +30,12 @@ from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
 from tilth.store.prd import blocked_by, load_plan
-from tilth.store.prd_peek import blocked_label
+from tilth.store.prd_rules import blocked_label
 from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
-from tilth.views.report import verdict_label
+from tilth.views.readable import verdict_label
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ dir that comes or goes is just another change; a stream ends only when its brows
 
   state  the page's fragments by element id (`web/pages.py`), the ones that changed since the
          last send; a browser that reconnects gets them all again
-  lines  the readable event lines (`views/report.Readable`): the last N, read back from the end
+  lines  the readable event lines (`views/readable.Readable`): the last N, read back from the end
          of events.jsonl (`views/follow.last_lines`), then the complete lines appended since;
          the SSE id is the byte offset, so a reconnecting browser resumes where it was
   reset  events.jsonl was replaced or truncated: the lines shown are gone; a fresh tail follows
@@ -22,7 +22,7 @@ from typing import AsyncIterator, Callable
 
 from tilth.store.home import SessionPaths
 from tilth.views.follow import events_in, last_lines, stamped
-from tilth.views.report import Readable
+from tilth.views.readable import Readable
 from tilth.web import data, pages
 
 STATE_EVERY_S = 1.0

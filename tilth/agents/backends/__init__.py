@@ -1,1 +1,1 @@
-"""The agent backends, one module each; `agents.protocol.make_backend` picks one by name."""
+"""The agent backends, one module each; `registry.make_backend` picks one by name."""

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tilth.agents.tools.shell import MAX_OUTPUT_BYTES, kill_group
+from tilth.agents.tools.shell import MAX_OUTPUT_BYTES
+from tilth.core.processes import kill_group
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.redaction import redact
 

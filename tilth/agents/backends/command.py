@@ -20,7 +20,7 @@ from typing import Callable, TypeVar
 from tilth.agents.accounting import Meter, Usage, call_cost
 from tilth.agents.backends.agent_process import Finished, run_agent
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader, cut
-from tilth.agents.backends.answers import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case,
+from tilth.agents.backends.final_answer import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case,
                                            parse_verdict, parse_worker_answer, verdict_problem)
 from tilth.agents.backends.presets import binary, check_command, launch
 from tilth.agents.protocol import AgentFailed, EvaluationJob, LearningJob, UsageLimited, WorkerJob

@@ -20,6 +20,7 @@ import orjson
 
 from tilth.agents.accounting import Meter
 from tilth.agents.backends.chat import ChatClient, ModelReply, ProviderError, ToolCall
+from tilth.agents.backends.tool_loop import Done, tool_loop
 from tilth.agents.backends.tool_specs import PREP_TOOLS
 from tilth.agents.backends.toolbox import RESULT_CHARS, Toolbox, parse_arguments
 from tilth.agents.protocol import UsageLimited
@@ -47,7 +48,6 @@ SYSTEM = (
     "open_questions (what is still undecided)."
 )
 NUDGE = "Continue: read the repository, ask with ask_user if you must, and finish by calling submit_plan."
-CUT_OFF = "Your reply was cut off by the length limit. Keep replies short and act through the tools."
 
 
 class MissingCriteria(ToolError):
@@ -196,30 +196,32 @@ class Interview:
                    f" is the root of your file tools. Its files:\n{listing}")
         messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
         refusals: list[ToolError] = []
-        for step in range(self.max_steps):
+
+        def ask(step: int) -> ModelReply:
             reply = chat.complete(messages, PREP_TOOLS, None, step + 1)
             self.model_calls += 1
-            if not reply.tool_calls:
-                _say(messages, reply, CUT_OFF if reply.finish_reason == "length" else NUDGE)
-                continue
-            messages.append(reply.as_message())
-            for index, call in enumerate(reply.tool_calls):
-                thought = None if index else reply.content
-                if call.name == "submit_plan":
-                    plan, result = self._submit(call, step + 1, thought)
-                    if isinstance(plan, ToolError):
-                        refusals += [] if isinstance(plan, Warned) else [plan]
-                    else:
-                        return self._with_unanswered(plan)
-                elif call.name == "ask_user":
-                    result = self._ask(call, step + 1, thought)
-                else:
-                    if self.progress is not None:
-                        self.progress(_describe_call(call))
-                    result = tools.run(call, None, step + 1, thought)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+            return reply
+
+        def handle(call: ToolCall, step: int, thought: str | None) -> str | Done:
+            if call.name == "submit_plan":
+                plan, result = self._submit(call, step + 1, thought)
+                if not isinstance(plan, ToolError):
+                    return Done(self._with_unanswered(plan))
+                refusals.extend([] if isinstance(plan, Warned) else [plan])
+                return result
+            if call.name == "ask_user":
+                return self._ask(call, step + 1, thought)
+            if self.progress is not None:
+                self.progress(_describe_call(call))
+            return tools.run(call, None, step + 1, thought)
+
+        def after_step() -> None:
             if len(refusals) >= PLAN_ATTEMPTS:
                 self._give_up(refusals[-1])
+
+        done = tool_loop(messages, self.max_steps, ask, handle, NUDGE, after_step)
+        if done is not None:
+            return done.value
         raise InterviewFailed(f"the model ({self.model}) made {self.max_steps} calls without submitting an "
                               "acceptable plan; no plan was written (raise --max-steps, or try a stronger model "
                               "with TILTH_PREP_MODEL)")
@@ -278,11 +280,6 @@ class Interview:
                            f"{', '.join(refusal.labels)} (the model's plan was refused {PLAN_ATTEMPTS} times)")
         detail = " ".join(str(refusal).split())[:400]
         raise BadInput(f"refusing to write the model's plan, refused {PLAN_ATTEMPTS} times; last: {detail}")
-
-
-def _say(messages: list[dict], reply: ModelReply, text: str) -> None:
-    messages.append(reply.as_message())
-    messages.append({"role": "user", "content": text})
 
 
 def _describe_call(call: ToolCall) -> str:

@@ -7,7 +7,8 @@ import orjson
 from pydantic import ValidationError
 
 from tilth.agents.accounting import Meter
-from tilth.agents.backends.chat import ChatClient, ModelReply
+from tilth.agents.backends.chat import ChatClient, ModelReply, ToolCall
+from tilth.agents.backends.tool_loop import Done, answer_calls, tool_loop
 from tilth.agents.backends.tool_specs import EVALUATOR_TOOLS, WORKER_TOOLS
 from tilth.agents.backends.toolbox import Toolbox, parse_arguments
 from tilth.agents.protocol import EvaluationJob, LearningJob, WorkerJob
@@ -31,18 +32,12 @@ EVALUATOR_SYSTEM = (
     "Finish by calling submit_verdict."
 )
 NUDGE = "Continue using the tools. When every acceptance criterion is met, call submit_case."
-CUT_OFF = "Your reply was cut off by the length limit. Keep replies short and act through the tools."
 
 
 def forced_tool(policy: str, step: int) -> str:
     """The tool_choice for this step: `auto`/`required`, or the step-th forced name (last repeats)."""
     names = [name.strip() for name in policy.split(",") if name.strip()] or ["auto"]
     return names[min(step, len(names) - 1)]
-
-
-def _say(messages: list[dict], reply: ModelReply, text: str) -> None:
-    messages.append(reply.as_message())
-    messages.append({"role": "user", "content": text})
 
 
 class OpenAIWorker:
@@ -55,25 +50,23 @@ class OpenAIWorker:
                         notes=job.notes, sandbox=job.sandbox, hooks=job.hooks,
                         runs=runs_dir(job.events.path.parent), keep_runs=self.settings.script_runs_keep)
         messages = [{"role": "system", "content": WORKER_SYSTEM}, {"role": "user", "content": job.prompt}]
-        for step in range(self.settings.worker_max_steps):
+
+        def ask(step: int) -> ModelReply:
             choice = forced_tool(self.settings.worker_tool_choice, step)
-            reply = chat.complete(messages, WORKER_TOOLS, job.task.id, job.iteration, choice)
-            if not reply.tool_calls:
-                _say(messages, reply, CUT_OFF if reply.finish_reason == "length" else NUDGE)
-                continue
-            messages.append(reply.as_message())
-            for index, call in enumerate(reply.tool_calls):
-                if call.name in ("submit_case", "needs_human"):
-                    model = Case if call.name == "submit_case" else Question
-                    try:
-                        return model.model_validate(parse_arguments(call))
-                    except (ToolError, ValidationError) as exc:
-                        what = "case" if model is Case else "question"
-                        result = f"error: the {what} was not accepted as written: {' '.join(str(exc).split())[:500]}"
-                else:
-                    result = tools.run(call, job.task.id, job.iteration, None if index else reply.content)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        return None
+            return chat.complete(messages, WORKER_TOOLS, job.task.id, job.iteration, choice)
+
+        def handle(call: ToolCall, step: int, thought: str | None) -> str | Done:
+            if call.name not in ("submit_case", "needs_human"):
+                return tools.run(call, job.task.id, job.iteration, thought)
+            model = Case if call.name == "submit_case" else Question
+            try:
+                return Done(model.model_validate(parse_arguments(call)))
+            except (ToolError, ValidationError) as exc:
+                what = "case" if model is Case else "question"
+                return f"error: the {what} was not accepted as written: {' '.join(str(exc).split())[:500]}"
+
+        done = tool_loop(messages, self.settings.worker_max_steps, ask, handle, NUDGE)
+        return None if done is None else done.value
 
 
 def _verdict_from_text(text: str | None) -> Verdict:
@@ -99,10 +92,8 @@ class OpenAIEvaluator:
             verdict_calls = [c for c in reply.tool_calls if c.name == "submit_verdict"]
             other_calls = [c for c in reply.tool_calls if c.name != "submit_verdict"]
             if other_calls and not verdict_calls:
-                messages.append(reply.as_message())
-                for index, call in enumerate(other_calls):
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": tools.run(
-                        call, job.task.id, job.iteration, None if index else reply.content)})
+                answer_calls(messages, reply, other_calls, step,
+                             lambda call, _, thought: tools.run(call, job.task.id, job.iteration, thought))
                 continue
             try:
                 if verdict_calls:
@@ -115,9 +106,7 @@ class OpenAIEvaluator:
             retry = (f"Your verdict could not be parsed: {failures[-1]}. Call submit_verdict with verdict "
                      "(accept|reject|needs_human), category, concern, evidence (a list), next_step and, with "
                      "needs_human, question.")
-            messages.append(reply.as_message())
-            for call in reply.tool_calls:
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": f"error: {failures[-1]}"})
+            answer_calls(messages, reply, reply.tool_calls, step, lambda *_: f"error: {failures[-1]}")
             messages.append({"role": "user", "content": retry})
         reason = failures[-1] if failures else f"no verdict within {self.settings.evaluator_max_steps} steps"
         return Verdict(verdict="reject", category="parse_failed", concern=f"The verdict could not be parsed: {reason}",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import select
-import signal
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilth.core.errors import ToolError
+from tilth.core.processes import kill_group
 from tilth.store.script_runs import DEFAULT_KEEP, Finished, record
 
 MAX_OUTPUT_BYTES = 50_000_000
@@ -121,13 +121,6 @@ def wait_for_exit(proc: subprocess.Popen, outputs, timeout: float) -> str | None
         return "timeout"
     finally:
         os.close(fd)
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _cap(text: str, max_output: int) -> str:

@@ -2,14 +2,14 @@
 once per crash the supervisor marks (`transitions.mark_crashed` changes a session only once),
 in a thread of its own so a dead endpoint never holds up a tick; the attempt is recorded in the
 session's journal (`notify_sent` / `notify_failed`). A crash the runner recorded itself is the
-runner's to announce (`run/notifying.py`) and is never marked here."""
+runner's to announce (`run/session_notices.py`) and is never marked here."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
-from tilth.core.notify import EVENTS, TIMEOUT_S, send
+from tilth.core.notify_send import EVENTS, TIMEOUT_S, send
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.prd_peek import peek_plan

@@ -5,7 +5,7 @@ a task failed while the session goes on (unless `stop_on_failure`:
 then the session's end, at once, says it); that a foreground run waits out a usage limit;
 and (`crashed`, called by the loop) that the run crashed. Each attempt is a `notify_sent` /
 `notify_failed` event; nothing here ever stops a run. A runner killed outright is announced by
-the supervisor (`daemon/notices.py`), which marks it crashed; one that recorded its own crash
+the supervisor (`daemon/crash_notice.py`), which marks it crashed; one that recorded its own crash
 is not marked again, so no crash is announced twice.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilth.core.notify import EVENTS, send
+from tilth.core.notify_send import EVENTS, send
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.redaction import register_secret

@@ -1,0 +1,57 @@
+"""`make_backend`: the scripted backend, or each role's agent as the settings choose."""
+
+from __future__ import annotations
+
+from tilth.agents.accounting import Meter
+from tilth.agents.protocol import Backend, Evaluator, Learner
+from tilth.core.config import Settings
+from tilth.core.errors import BadInput
+from tilth.store.session import BackendChoice
+
+
+def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Backend:
+    """The scripted backend, or each role's agent as the settings choose (`openai`: tilth's own
+    loop; `claude`, `codex`, `aider`, `command`: a CLI agent); several evaluators make a panel."""
+    if choice.name == "scripted":
+        from tilth.agents.backends.scripted import scripted_backend
+
+        return scripted_backend(choice)
+    if choice.name not in ("openai", "agents"):
+        raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL), a CLI agent "
+                       "(TILTH_WORKER_BACKEND=claude|codex|aider|command) or `scripted` (tests/demo)")
+    from tilth.agents.backends.command import LABELS, CliEvaluator, CliLearner, CliWorker
+    from tilth.agents.backends.openai_agents import OpenAIEvaluator, OpenAILearner, OpenAIWorker
+    from tilth.agents.backends.panel import Panel
+
+    settings.require_model()
+    online = sorted({settings.worker_backend, *settings.evaluator_backends()} & {"claude", "codex", "aider"})
+    if online and settings.agent_network == "off":
+        raise BadInput(f"agent_network = off would cut {' and '.join(online)} off its own model endpoint (it runs "
+                       "inside the sandbox): set TILTH_AGENT_NETWORK=on")
+
+    def evaluator(name: str) -> Evaluator:
+        return OpenAIEvaluator(settings, meter) if name == "openai" else CliEvaluator(name, settings, meter)
+
+    def describe(name: str, role: str) -> str:
+        if name != "openai":
+            return LABELS[name] + (f" `{settings.worker_command}`" if name == "command" and role == "worker" else
+                                   f" `{settings.evaluator_command}`" if name == "command" else "")
+        url, _, model = settings.endpoint(role)
+        return f"openai-compatible at {url} ({model})"
+
+    chosen = settings.worker_backend
+    worker = OpenAIWorker(settings, meter) if chosen == "openai" else CliWorker(chosen, settings, meter)
+    names = settings.evaluator_backends()
+    members = [(name, evaluator(name)) for name in names]
+    judge = members[0][1] if len(members) == 1 else Panel(members, settings.evaluator_policy)
+    if chosen == "openai" or (chosen == "command" and settings.base_url):
+        learner: Learner = OpenAILearner(settings, meter)
+    else:
+        learner = CliLearner(chosen, settings, meter)
+    judges = " + ".join(describe(name, "evaluator") for name in names)
+    policy = f" (panel, {settings.evaluator_policy} must accept)" if len(names) > 1 else ""
+    label = f"worker: {describe(chosen, 'worker')}; evaluator: {judges}{policy}"
+    if chosen == "openai" and names == ["openai"]:
+        (url, _, worker_model), evaluator_model = settings.endpoint("worker"), settings.endpoint("evaluator")[2]
+        label = f"openai-compatible at {url} (worker {worker_model}, evaluator {evaluator_model})"
+    return Backend(choice.name, label, worker, judge, learner)
