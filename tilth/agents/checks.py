@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
 from tilth.agents.tools.shell import agent_env, run_command
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import Verdict
@@ -33,12 +34,14 @@ class CheckResult(BaseModel):
 
 
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str,
-               iteration: int, sandbox: tuple[str, ...] = (), keep_runs: int = DEFAULT_KEEP) -> list[CheckResult]:
+               iteration: int, sandbox: tuple[str, ...] = (), keep_runs: int = DEFAULT_KEEP,
+               max_processes: int = DEFAULT_MAX_PROCESSES) -> list[CheckResult]:
     """Each command's result; each leaves its script artifact in the session dir (the journal's)."""
     results = []
     for command in commands:
         outcome = run_command(command, worktree, timeout=timeout, max_output=TAIL_CHARS * 4, env=agent_env(),
-                              wrapper=sandbox, runs=runs_dir(events.path.parent), keep_runs=keep_runs)
+                              wrapper=sandbox, runs=runs_dir(events.path.parent), keep_runs=keep_runs,
+                              max_processes=max_processes)
         exit_code = None if outcome.timed_out else outcome.exit_code
         results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:],
                                    run_id=outcome.run_id))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tilth.agents.accounting import Meter
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
 from tilth.agents.checks import CheckResult
 from tilth.agents.hooks import Hooks
 from tilth.core.config import Settings
@@ -54,6 +55,8 @@ class WorkerJob:
     """The argv prefix that confines the agent's commands (empty when unconfined)."""
     hooks: Hooks | None = None
     """pre_tool hooks every tool call passes through first."""
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    """`agent_max_processes`: processes each of the agent's commands may have at once."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class EvaluationJob:
     """Deterministic checks already run on the worktree; a failing one blocks acceptance."""
     sandbox: tuple[str, ...] = ()
     """The argv prefix that confines a CLI evaluator (empty when unconfined)."""
+    max_processes: int = DEFAULT_MAX_PROCESSES
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class LearningJob:
     events: EventLog
     worktree: Path | None = None
     sandbox: tuple[str, ...] = ()
+    max_processes: int = DEFAULT_MAX_PROCESSES
 
 
 class Worker(Protocol):

@@ -11,6 +11,7 @@ from typing import Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
+from tilth.agents.bounds import in_force
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
@@ -49,7 +50,8 @@ document(
         "session_started": "a process took the session lock and began running; data: backend, pid, resume, "
                            "caps (the limits in force: max_spend_usd, max_wall_clock_s, max_evaluator_calls_per_task)",
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
-                   "setting, network (on|off: whether the agent's commands reach the network)",
+                   "setting, network (on|off: whether the agent's commands reach the network), processes "
+                   "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
         "task_started": "a task was marked in_progress",
         "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
                        "data: count, ids (they reach every later prompt they apply to)",
@@ -203,7 +205,8 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
     record.sandbox = mode
     save_session(paths, record)
     network = settings.agent_network
-    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network)
+    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network,
+                processes=in_force(settings.agent_max_processes))
     return tuple(wrap(mode, Path(record.worktree), paths.home, network))
 
 
@@ -291,7 +294,8 @@ def worker_turn(run: Run, task: Task, iteration: int,
     ws = run.ws
     prompt = worker_prompt(run.sources, task, load_current_plan(ws.paths.prd), iteration, history)
     job = WorkerJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, history, ws.events,
-                    run.sources.notes, run.sandbox, run.hooks)
+                    run.sources.notes, run.sandbox, run.hooks,
+                    max_processes=run.settings.agent_max_processes)
     try:
         answer = run.backend.worker.work(job)
     except AgentFailed as exc:
@@ -309,10 +313,11 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
              summary: str) -> Verdict:
     ws = run.ws
     checks = run_checks(run.settings.checks + ws.record.checks, Path(ws.record.worktree), run.settings.tool_timeout,
-                        ws.events, task.id, iteration, run.sandbox, run.settings.script_runs_keep)
+                        ws.events, task.id, iteration, run.sandbox, run.settings.script_runs_keep,
+                        max_processes=run.settings.agent_max_processes)
     prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
     job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
-                        history, ws.events, checks, run.sandbox)
+                        history, ws.events, checks, run.sandbox, run.settings.agent_max_processes)
     return enforce_checks(run.backend.evaluator.evaluate(job), checks)
 
 
@@ -328,7 +333,7 @@ def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> 
         prompt = learning_prompt(run.sources, task, outcome, history)
         try:
             job = LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events, Path(ws.record.worktree),
-                              run.sandbox)
+                              run.sandbox, run.settings.agent_max_processes)
             proposals = run.backend.learner.propose(job)
             append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
             ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)

@@ -53,7 +53,8 @@ class OpenAIWorker:
         chat = ChatClient("worker", self.settings, self.meter, job.events)
         tools = Toolbox(job.worktree, "worker", job.events, self.settings.tool_timeout, read_only=False,
                         notes=job.notes, sandbox=job.sandbox, hooks=job.hooks,
-                        runs=runs_dir(job.events.path.parent), keep_runs=self.settings.script_runs_keep)
+                        runs=runs_dir(job.events.path.parent), keep_runs=self.settings.script_runs_keep,
+                        max_processes=job.max_processes)
         messages = [{"role": "system", "content": WORKER_SYSTEM}, {"role": "user", "content": job.prompt}]
         for step in range(self.settings.worker_max_steps):
             choice = forced_tool(self.settings.worker_tool_choice, step)

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import orjson
 
 from tilth.agents.backends.chat import ToolCall
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
 from tilth.agents.hooks import Hooks
 from tilth.agents.tools.fs import Workspace
 from tilth.agents.tools.shell import agent_env, bash_text, run_command
@@ -39,12 +40,13 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
 class Toolbox:
     def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool,
                  notes: KnowledgeBase | None = None, sandbox: tuple[str, ...] = (), hooks: Hooks | None = None,
-                 runs: Path | None = None, keep_runs: int = DEFAULT_KEEP):
+                 runs: Path | None = None, keep_runs: int = DEFAULT_KEEP, max_processes: int = DEFAULT_MAX_PROCESSES):
         """`runs`: the session's `runs/` dir, where each bash call leaves its script artifact
         (None without a session: no artifact)."""
         self.workspace = Workspace(root, read_only=read_only)
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
         self.sandbox, self.hooks, self.runs, self.keep_runs = sandbox, hooks, runs, keep_runs
+        self.max_processes = max_processes
         self.last_run_id: str | None = None
         self.handlers: dict[str, Callable[..., str]] = {
             "read_file": self.workspace.read_file,
@@ -60,7 +62,7 @@ class Toolbox:
     def bash(self, command: str, timeout: float | None = None) -> str:
         limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
         result = run_command(command, self.root, timeout=limit, env=agent_env(), wrapper=self.sandbox,
-                             runs=self.runs, keep_runs=self.keep_runs)
+                             runs=self.runs, keep_runs=self.keep_runs, max_processes=self.max_processes)
         self.last_run_id = result.run_id
         return bash_text(result, limit)
 
