@@ -12,9 +12,11 @@ holding the output open cannot stall the call.
 Processes (`ProcessLimit`): where tilth can make a pids cgroup (cgroup v2 with the pids controller
 enabled for its cgroup's children, or the cgroup v1 pids hierarchy; in practice as root), each
 command runs in a fresh one with `pids.max`, and everything left in it is killed when the command
-ends. Otherwise RLIMIT_NPROC is set on the command, which counts every process of the user
-(tilth's own included) and which the kernel never applies to uid 0, capabilities dropped or not:
-root without a pids cgroup has no process bound (`in_force` says which is in force).
+ends. Otherwise RLIMIT_NPROC is set on the command: it counts every task of the user, so it
+is set to what the user had when tilth ran its first command plus the limit. The kernel never
+applies it to uid 0, capabilities dropped or not, so root without a pids cgroup has no process
+bound (`in_force` says which is in force). Joining a cgroup costs one RCU grace period per
+command (a few ms; more on a loaded machine); `bench/sandbox_cost.py` measures it.
 """
 
 from __future__ import annotations
@@ -138,13 +140,16 @@ class ProcessLimit:
         if (base := pids_cgroup_base()) is not None and (cgroup := _make_cgroup(base, self.max)) is not None:
             self.cgroup = cgroup
             self.prefix = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(cgroup / "cgroup.procs")]
-        elif prlimit := _prlimit():
-            self.prefix = [prlimit, f"--nproc={self.max}:{self.max}", "--"]
         else:
-            self.preexec = self._set_rlimit
+            # RLIMIT_NPROC counts every task (thread) of the user: what it has now is not the command's.
+            self.rlimit = user_tasks() + self.max
+            if prlimit := _prlimit():
+                self.prefix = [prlimit, f"--nproc={self.rlimit}:{self.rlimit}", "--"]
+            else:
+                self.preexec = self._set_rlimit
 
     def _set_rlimit(self) -> None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (self.max, self.max))
+        resource.setrlimit(resource.RLIMIT_NPROC, (self.rlimit, self.rlimit))
 
     def end(self) -> None:
         """Kill whatever is left in the cgroup (a process that left the group or the sandbox's
@@ -152,6 +157,22 @@ class ProcessLimit:
         if self.cgroup is not None:
             _empty(self.cgroup)
             self.cgroup = None
+
+
+@lru_cache(maxsize=1)
+def user_tasks() -> int:
+    """The tasks (threads) of this process's real uid, as RLIMIT_NPROC counts them, when first
+    asked: scanning /proc takes milliseconds, too long to repeat for every command."""
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                count += int(Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[17])
+        except (OSError, IndexError, ValueError):
+            pass
+    return count
 
 
 @lru_cache(maxsize=1)

@@ -93,8 +93,9 @@ def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, time
         limit = ProcessLimit(max_processes)
         try:
             try:
-                proc = subprocess.Popen([*limit.prefix, *argv], cwd=cwd, env=env, stdin=prompt, stdout=output.child_ends[0],
-                                        stderr=output.child_ends[1], start_new_session=True, preexec_fn=limit.preexec)
+                proc = subprocess.Popen([*limit.prefix, *argv], cwd=cwd, env=env, stdin=prompt,
+                                        stdout=output.child_ends[0], stderr=output.child_ends[1],
+                                        start_new_session=True, preexec_fn=limit.preexec)
             finally:
                 output.started()
             try:

@@ -75,9 +75,9 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
     began = time.monotonic()
     try:
         try:
-            proc = subprocess.Popen([*limit.prefix, *wrapper, "bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=output.child_ends[0], stderr=output.child_ends[1], start_new_session=True,
-                                    preexec_fn=limit.preexec)
+            proc = subprocess.Popen([*limit.prefix, *wrapper, "bash", "-c", command], cwd=cwd, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=output.child_ends[0], stderr=output.child_ends[1],
+                                    start_new_session=True, preexec_fn=limit.preexec)
         except OSError as e:
             raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
         finally:
