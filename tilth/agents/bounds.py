@@ -21,6 +21,7 @@ command (a few ms; more on a loaded machine); `bench/sandbox_cost.py` measures i
 
 from __future__ import annotations
 
+import atexit
 import errno
 import itertools
 import os
@@ -40,6 +41,9 @@ DEFAULT_MAX_PROCESSES = 512
 READ_BYTES = 65536
 CGROUP_PREFIX = "tilth-"
 _serial = itertools.count()
+_removing: list[Path] = []
+"""Cgroups of ended commands, killed, not yet removable: retried at each command's end (and, left by
+a tilth process that died, removed by the next one to probe)."""
 
 Sink = Callable[[bytes], None]
 
@@ -155,8 +159,10 @@ class ProcessLimit:
         """Kill whatever is left in the cgroup (a process that left the group or the sandbox's
         namespace included) and remove it."""
         if self.cgroup is not None:
-            _empty(self.cgroup)
+            _kill_all(self.cgroup)
+            _removing.append(self.cgroup)  # removed once its processes have finished dying
             self.cgroup = None
+        _remove_dead()
 
 
 @lru_cache(maxsize=1)
@@ -236,26 +242,52 @@ def _make_cgroup(base: Path, max_processes: int) -> Path | None:
         return None
 
 
-def _empty(cgroup: Path, patience: float = 5.0) -> None:
-    """SIGKILL every process in the cgroup until none is left, then remove it (left in place, empty
-    of live processes, if the kernel still holds it after `patience`)."""
-    give_up = time.monotonic() + patience
+def _kill_all(cgroup: Path) -> None:
+    """SIGKILL every process in the cgroup until none is left unsignalled (one that was already
+    signalled can fork no more)."""
+    signalled: set[int] = set()
     while True:
         if (cgroup / "cgroup.kill").exists():
             _write(cgroup / "cgroup.kill", "1")
         try:
-            pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+            fresh = [pid for pid in map(int, (cgroup / "cgroup.procs").read_text().split()) if pid not in signalled]
         except (OSError, ValueError):
-            pids = []
-        for pid in pids:
+            return
+        if not fresh:
+            return
+        for pid in fresh:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        signalled.update(fresh)
+
+
+def _remove_dead() -> None:
+    """Remove the cgroups of ended commands whose killed processes have all exited."""
+    for cgroup in list(_removing):
         try:
             cgroup.rmdir()
-            return
-        except FileNotFoundError:
+        except OSError as exc:
+            if exc.errno == errno.EBUSY:
+                continue
+        _removing.remove(cgroup)
+
+
+@atexit.register
+def _remove_all(patience: float = 1.0) -> None:
+    for cgroup in list(_removing):
+        _empty(cgroup, patience)
+        _removing.remove(cgroup)
+
+
+def _empty(cgroup: Path, patience: float = 5.0) -> None:
+    """Kill everything in the cgroup and remove it, waiting up to `patience` for the processes to exit."""
+    give_up = time.monotonic() + patience
+    while True:
+        _kill_all(cgroup)
+        try:
+            cgroup.rmdir()
             return
         except OSError as exc:
             if exc.errno != errno.EBUSY or time.monotonic() > give_up:
