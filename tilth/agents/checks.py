@@ -39,7 +39,8 @@ def run_checks(commands: list[str], worktree: Path, timeout: float, events: Even
     results, sandbox = [], sandbox or Confinement()
     for command in commands:
         outcome = run_command(command, worktree, timeout=timeout, max_output=TAIL_CHARS * 4, env=sandbox.env,
-                              wrapper=sandbox.wrapper, runs=runs_dir(events.path.parent), keep_runs=keep_runs)
+                              wrapper=sandbox.wrapper, runs=runs_dir(events.path.parent), keep_runs=keep_runs,
+                              max_processes=sandbox.max_processes)
         exit_code = None if outcome.timed_out else outcome.exit_code
         results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:],
                                    run_id=outcome.run_id))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
 from tilth.agents.sandbox import real_home, wrap
 from tilth.core.config import Settings
 from tilth.git.worktree_git import common_git_dir, session_git_dir
@@ -62,6 +63,8 @@ class Confinement:
     """The session's private home (`$TILTH_HOME/agent-homes/<id>`)."""
     git_dir: Path | None = None
     """The worktree's admin dir in the user's repository: what tilth's own git names (`git/worktree_git.py`)."""
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    """`agent_max_processes`: processes each of the agent's commands may have at once (`agents/bounds.py`)."""
 
     @property
     def confined(self) -> bool:
@@ -172,7 +175,7 @@ def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, s
     wrapper = wrap(mode, Path(record.worktree), paths.home, settings.agent_network, agent_home, exposed,
                    common_git_dir(record.repo), hide=(*secret_masks(exposed, home), *host_sockets()))
     return Confinement(tuple(wrapper), agent_env(settings.agent_pass_env), agent_home,
-                       session_git_dir(record.repo, record.id))
+                       session_git_dir(record.repo, record.id), settings.agent_max_processes)
 
 
 def agent_binaries(settings: Settings) -> list[Path]:

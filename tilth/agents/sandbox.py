@@ -80,7 +80,7 @@ def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home:
     if agent_home is not None and user_home is not None:
         # The user's home (SSH keys, cloud credentials, agent config) is replaced by the session's own.
         argv += ["--bind", str(agent_home), str(user_home)]
-    if not (agent_home is not None and user_home is not None and home.is_relative_to(user_home)):
+    if home.is_dir() and not (agent_home is not None and user_home is not None and home.is_relative_to(user_home)):
         argv += ["--tmpfs", str(home)]  # other sessions, their worktrees, memory, config.toml, clones
     for path in expose:
         if path.exists():

@@ -196,6 +196,9 @@ class Settings(BaseModel):
     (`ntfy://`, `slack://`, `mailto://`, `json://host/path`, ...; env: comma-separated)."""
     script_runs_keep: int = Field(500, ge=0)
     """Script artifacts (`sessions/<id>/runs/run-<id>/`) kept per session; the oldest go first; 0 writes none."""
+    agent_max_processes: int = Field(512, ge=0)
+    """Processes one agent command, check or CLI agent run may have at once (a pids cgroup where tilth can
+    make one, else RLIMIT_NPROC, which counts all of the user's processes and never binds root); 0: no limit."""
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)

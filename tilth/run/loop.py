@@ -12,6 +12,7 @@ from typing import Callable
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.backends.registry import make_backend
+from tilth.agents.bounds import in_force
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob
@@ -52,7 +53,8 @@ document(
         "session_started": "a process took the session lock and began running; data: backend, pid, resume, "
                            "caps (the limits in force: max_spend_usd, max_wall_clock_s, max_evaluator_calls_per_task)",
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
-                   "setting, network (on|off: whether the agent's commands reach the network)",
+                   "setting, network (on|off: whether the agent's commands reach the network), processes "
+                   "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
         "task_started": "a task was marked in_progress",
         "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
                        "data: count, ids (they reach every later prompt they apply to)",
@@ -206,7 +208,8 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
     record.sandbox = mode
     save_session(paths, record)
     network = settings.agent_network
-    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network)
+    events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network,
+                processes=in_force(settings.agent_max_processes))
     return session_confinement(mode, paths, record, settings)
 
 

@@ -2,7 +2,8 @@
 a check ran, so a person can read afterwards exactly what ran and what it printed.
 
     script.sh    the command, as `bash -c` ran it
-    stdout.log   its whole stdout, redacted (up to shell.MAX_OUTPUT_BYTES, where the command is stopped)
+    stdout.log   its whole stdout, redacted (stdout and stderr together at most bounds.MAX_OUTPUT_BYTES,
+                 where the command is stopped)
     stderr.log   its whole stderr, the same
     result.json  {"ok", "runId", "runDir", "scriptPath", "exitCode", "timedOut", "durationMs",
                   "stdout", "stderr"}: stdout/stderr here are the last RESULT_CHARS characters only

@@ -1,31 +1,28 @@
 """One run of a CLI agent: a fresh process in the worktree, in its own process group, behind
-the sandbox, bounded by a wall-clock timeout that kills the whole group.
+the sandbox, bounded by a wall-clock timeout that kills the whole group, by MAX_OUTPUT_BYTES of
+output and by `max_processes` processes at once (`agents/bounds.py`).
 
-stdout is read line by line while the agent runs: every line goes (redacted) to
+stdout and stderr are pipes read as the bytes arrive: every stdout line goes (redacted) to
 `sessions/<id>/agents/<stem>.stdout` as it arrives, and every JSON line to `on_line`, so a
 stream reader can turn the agent's events into journal events live. stderr is kept whole
-(redacted) in `<stem>.stderr`. stdin is the prompt file, never an open pipe (an agent that
-reads stdin to EOF would hang on one).
+(redacted) in `<stem>.stderr`. The moment stdout and stderr together pass MAX_OUTPUT_BYTES the
+agent is stopped as `too much output`; the logs never hold more than that. stdin is the prompt
+file, never an open pipe (an agent that reads stdin to EOF would hang on one).
 """
 
 from __future__ import annotations
 
-import os
-import select
 import subprocess
-import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tilth.agents.tools.shell import MAX_OUTPUT_BYTES
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, Output, ProcessLimit, collected
 from tilth.core.processes import kill_group
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.redaction import redact
 
-POLL_SECONDS = 0.5
 KEEP_CHARS = 1_000_000
 """stdout kept in memory for parsing (the tail); the log file holds all of it."""
 
@@ -42,81 +39,77 @@ class Finished:
     stdout_bytes: int
 
 
-class _Tee(threading.Thread):
-    """Copies the agent's stdout to its log as it comes, handing each JSON line on."""
+class _Lines:
+    """The agent's stdout as it comes: each whole line to its log (redacted) and, when it is JSON, to
+    `on_line`; the last KEEP_CHARS kept."""
 
-    def __init__(self, pipe, log: Path, on_line: Callable[[dict], None] | None):
-        super().__init__(daemon=True)
-        self.pipe, self.log, self.on_line = pipe, log, on_line
+    def __init__(self, log, on_line: Callable[[dict], None] | None):
+        self.log, self.on_line = log, on_line
         self.bytes = 0
+        self.partial: list[bytes] = []
         self.tail: list[bytes] = []
         self.kept = 0
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            with open(self.log, "ab") as out:
-                for line in iter(self.pipe.readline, b""):
-                    self.bytes += len(line)
-                    out.write(redact(line))
-                    out.flush()
-                    self._keep(line)
-                    if self.on_line is not None and self.bytes <= MAX_OUTPUT_BYTES and line.startswith(b"{"):
-                        event = parse_object(line)
-                        if event is not None:
-                            self.on_line(event)
-        except BaseException as exc:  # handed to the waiting thread, which re-raises it
-            self.error = exc
-            for _ in iter(lambda: self.pipe.read(65536), b""):
-                pass
+    def __call__(self, chunk: bytes) -> None:
+        self.bytes += len(chunk)
+        if b"\n" not in chunk:
+            self.partial.append(chunk)  # joined once its line ends: a long line costs no quadratic copying
+            return
+        *lines, rest = b"".join([*self.partial, chunk]).split(b"\n")
+        self.partial = [rest] if rest else []
+        for line in lines:
+            self._line(line + b"\n")
 
-    def _keep(self, line: bytes) -> None:
+    def finish(self) -> None:
+        if self.partial:
+            self._line(b"".join(self.partial))
+            self.partial = []
+
+    def _line(self, line: bytes) -> None:
+        self.log.write(redact(line))
+        self.log.flush()
         self.tail.append(line)
         self.kept += len(line)
         while self.kept > KEEP_CHARS and len(self.tail) > 1:
             self.kept -= len(self.tail.pop(0))
+        if self.on_line is not None and line.startswith(b"{"):
+            event = parse_object(line)
+            if event is not None:
+                self.on_line(event)
 
 
 def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, timeout: float, logs: Path, stem: str,
-              on_line: Callable[[dict], None] | None = None) -> Finished:
+              on_line: Callable[[dict], None] | None = None,
+              max_processes: int | None = DEFAULT_MAX_PROCESSES) -> Finished:
     """Run to the end (or the timeout); raises OSError when the agent cannot be started."""
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{stem}.stdout"
     write_atomic(log, b"")
     started = time.monotonic()
-    with open(stdin, "rb") as prompt, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=prompt, stdout=subprocess.PIPE, stderr=err,
-                                start_new_session=True)
-        tee = _Tee(proc.stdout, log, on_line)
-        tee.start()
+    errors, to_errors = collected()
+    with open(stdin, "rb") as prompt, open(log, "ab") as out:
+        lines = _Lines(out, on_line)
+        output = Output((lines, to_errors))
+        limit = ProcessLimit(max_processes)
         try:
-            stopped = _wait(proc, tee, timeout)
+            try:
+                proc = subprocess.Popen([*limit.prefix, *argv], cwd=cwd, env=env, stdin=prompt,
+                                        stdout=output.child_ends[0], stderr=output.child_ends[1],
+                                        start_new_session=True, preexec_fn=limit.preexec)
+            finally:
+                output.started()
+            try:
+                stopped = output.wait(proc.pid, timeout)
+            finally:
+                kill_group(proc.pid)
+                limit.end()
+                code = proc.wait()
+            if stopped != "too much output" and not output.drain():
+                stopped = "too much output"
+            lines.finish()
         finally:
-            kill_group(proc.pid)
-            code = proc.wait()
-            tee.join()
-            proc.stdout.close()
-        if tee.error is not None:
-            raise tee.error
-        err.seek(0)
-        errors = err.read()
-    write_atomic(logs / f"{stem}.stderr", errors)
-    return Finished(code, stopped, b"".join(tee.tail).decode(errors="replace"), errors.decode(errors="replace"),
-                    int((time.monotonic() - started) * 1000), tee.bytes)
-
-
-def _wait(proc: subprocess.Popen, tee: _Tee, timeout: float) -> str | None:
-    """Block until the agent exits, leaving it unreaped so its pid (= the group id) is not reused."""
-    fd = os.pidfd_open(proc.pid)
-    try:
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            if select.select([fd], [], [], min(remaining, POLL_SECONDS))[0]:
-                return None
-            if tee.bytes > MAX_OUTPUT_BYTES:
-                return "too much output"
-            if tee.error is not None:
-                return "output handling failed"
-        return "timeout"
-    finally:
-        os.close(fd)
+            limit.end()
+            output.close()
+    write_atomic(logs / f"{stem}.stderr", bytes(errors))
+    return Finished(code, stopped, b"".join(lines.tail).decode(errors="replace"), errors.decode(errors="replace"),
+                    int((time.monotonic() - started) * 1000), lines.bytes)

@@ -99,8 +99,8 @@ class ScriptedWorker:
         for name, text in step.notes.items():
             job.notes.write(fill(name), fill(text))
         env = {**job.sandbox.env, "TILTH_TASK": job.task.id, "TILTH_ITER": str(job.iteration)}
-        exit_codes = [run_command(command, job.worktree, env=env, wrapper=job.sandbox.wrapper).exit_code
-                      for command in step.run]
+        exit_codes = [run_command(command, job.worktree, env=env, wrapper=job.sandbox.wrapper,
+                                  max_processes=job.sandbox.max_processes).exit_code for command in step.run]
         job.events.emit(
             "scripted_step", job.task.id, job.iteration,
             written=sorted(step.write), deleted=step.delete, commands=step.run, exit_codes=exit_codes,

@@ -62,7 +62,7 @@ class Toolbox:
     def bash(self, command: str, timeout: float | None = None) -> str:
         limit = min(float(timeout), self.tool_timeout) if timeout else self.tool_timeout
         result = run_command(command, self.root, timeout=limit, env=self.sandbox.env, wrapper=self.sandbox.wrapper,
-                             runs=self.runs, keep_runs=self.keep_runs)
+                             runs=self.runs, keep_runs=self.keep_runs, max_processes=self.sandbox.max_processes)
         self.last_run_id = result.run_id
         return bash_text(result, limit)
 

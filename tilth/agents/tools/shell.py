@@ -1,37 +1,37 @@
-"""run_bash: one shell command in the worktree, bounded in time and output.
+"""run_bash: one shell command in the worktree, bounded in time, output and processes.
 
 The command runs as `bash -c` in its own session (so its own process group) with stdin from
-/dev/null. Its stdout and its stderr each go to a temporary file, not a pipe: only bash itself
-is waited for, so a background child holding the output open cannot stall the call. The model
-sees stdout, then the stderr (if any) under a `[stderr]` line; with `runs` given (a session's
-`runs/` dir) both are also kept whole as a script artifact (`store/script_runs.py`).
+/dev/null. Its stdout and its stderr are pipes tilth reads as the bytes arrive
+(`agents/bounds.Output`): the moment the two together pass MAX_OUTPUT_BYTES the command is
+stopped as `too much output`, and no more than that is kept. Only bash itself is waited for;
+once it exits, what is already in the pipes is taken without waiting for end of file, so a
+background child holding the output open cannot stall the call. The model sees stdout, then the
+stderr (if any) under a `[stderr]` line; with `runs` given (a session's `runs/` dir) both are also
+kept whole as a script artifact (`store/script_runs.py`). The command may have at most
+`max_processes` processes at once (`agents/bounds.ProcessLimit`): a fork bomb fails its forks.
 
 When bash exits, or the timeout fires, the whole process group is sent SIGKILL: nothing the
 command started outlives the tool call, background jobs included. A process that leaves
-the group on purpose (setsid, double fork into a new session) is not tracked.
+the group on purpose (setsid, double fork into a new session) is not tracked, unless the
+command ran in a pids cgroup, whose every process is killed too.
 
 Linux only: bash is awaited through a pidfd and reaped only after the group is killed, so
-its pid (the group id) cannot be reused by an unrelated group in between. Output past
-MAX_OUTPUT_BYTES (stdout and stderr together) stops the command, since the temporary files
-would otherwise grow unbounded.
+its pid (the group id) cannot be reused by an unrelated group in between.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, MAX_OUTPUT_BYTES, Output, ProcessLimit, collected
 from tilth.core.errors import ToolError
 from tilth.core.processes import kill_group
 from tilth.store.script_runs import DEFAULT_KEEP, Finished, record
 
-MAX_OUTPUT_BYTES = 50_000_000
-SIZE_CHECK_SECONDS = 0.5
 STDERR_MARK = "[stderr]"
 
 
@@ -60,25 +60,35 @@ def model_text(stdout: str, stderr: str) -> str:
 
 def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int = 20_000,
                 env: dict[str, str] | None = None, wrapper: list[str] = (), runs: Path | None = None,
-                keep_runs: int = DEFAULT_KEEP) -> CommandResult:
+                keep_runs: int = DEFAULT_KEEP, max_processes: int | None = DEFAULT_MAX_PROCESSES) -> CommandResult:
     """Run `bash -c command`, behind `wrapper` (a sandbox argv prefix) if given; `env`, when
     given, replaces the environment (as in subprocess). With `runs`, the run is recorded there."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        began = time.monotonic()
+    (stdout, to_stdout), (stderr, to_stderr) = collected(), collected()
+    output = Output((to_stdout, to_stderr))
+    limit = ProcessLimit(max_processes)
+    began = time.monotonic()
+    try:
         try:
-            proc = subprocess.Popen([*wrapper, "bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=err, start_new_session=True)
+            proc = subprocess.Popen([*limit.prefix, *wrapper, "bash", "-c", command], cwd=cwd, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=output.child_ends[0], stderr=output.child_ends[1],
+                                    start_new_session=True, preexec_fn=limit.preexec)
         except OSError as e:
             raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
+        finally:
+            output.started()
         try:
-            stopped = wait_for_exit(proc, (out, err), timeout)
+            stopped = output.wait(proc.pid, timeout)
         finally:
             kill_group(proc.pid)
+            limit.end()
             code = proc.wait()
-        duration_ms = int((time.monotonic() - began) * 1000)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(MAX_OUTPUT_BYTES), err.read(MAX_OUTPUT_BYTES)
+        if stopped != "too much output" and not output.drain():
+            stopped = "too much output"
+    finally:
+        limit.end()
+        output.close()
+    duration_ms = int((time.monotonic() - began) * 1000)
+    stdout, stderr = bytes(stdout), bytes(stderr)
     run_id = None
     if runs is not None:
         run_id = record(runs, Finished(command, code, stopped == "timeout", stopped is not None, duration_ms,
@@ -105,22 +115,6 @@ def run_bash(command: str, cwd: Path, timeout: float = 120, max_output: int = 20
     return bash_text(run_command(command, cwd, timeout, max_output, env, wrapper), timeout)
 
 
-def wait_for_exit(proc: subprocess.Popen, outputs, timeout: float) -> str | None:
-    """Block until the process exits, leaving it unreaped so its pid (= the group id) is not reused.
-
-    Returns None on a normal exit, else why the command must be stopped.
-    """
-    fd = os.pidfd_open(proc.pid)
-    try:
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            if select.select([fd], [], [], min(remaining, SIZE_CHECK_SECONDS))[0]:
-                return None
-            if sum(os.fstat(f.fileno()).st_size for f in outputs) > MAX_OUTPUT_BYTES:
-                return "too much output"
-        return "timeout"
-    finally:
-        os.close(fd)
 
 
 def _cap(text: str, max_output: int) -> str:
