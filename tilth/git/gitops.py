@@ -4,6 +4,7 @@ the user's current branch: commits go to `refs/heads/session/<id>` by name, neve
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pygit2
 from pygit2.enums import ResetMode
@@ -112,9 +113,34 @@ def stage_all(repo: pygit2.Repository) -> list[str]:
     return nested
 
 
+def unstage(repo: pygit2.Repository, paths: list[str]) -> None:
+    """Put these paths back in the index as HEAD has them (gone, if HEAD has none)."""
+    index = repo.index
+    tree = repo.head.peel(pygit2.Commit).tree
+    for path in paths:
+        try:
+            entry = tree[path]
+        except KeyError:
+            index.remove(path)
+        else:
+            index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+    index.write()
+
+
 def staged_diff(repo: pygit2.Repository) -> pygit2.Diff:
     """HEAD tree -> index, after stage_all: far cheaper than HEAD -> workdir on big trees."""
     return repo.index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
+
+
+def added_lines(diff: pygit2.Diff) -> Iterator[tuple[str, int, str]]:
+    """(path, line number in the new file, text) of every line a diff adds; binary files have none."""
+    for patch in diff:
+        if patch.delta.is_binary:
+            continue
+        for hunk in patch.hunks:
+            for line in hunk.lines:
+                if line.origin == "+":
+                    yield patch.delta.new_file.path, line.new_lineno, line.content
 
 
 def describe_diff(diff: pygit2.Diff) -> str:
