@@ -5,7 +5,8 @@ each. A benchmark is a module here with `main() -> int`; run one alone with its 
 import importlib
 import sys
 
-BENCHMARKS = ("overhead", "status_scale", "cold_start", "supervisor", "prompt_growth", "start_latency", "dispatch")
+BENCHMARKS = ("overhead", "status_scale", "cold_start", "supervisor", "prompt_growth", "start_latency", "dispatch",
+              "secret_scan")
 
 exit_code = 0
 for name in sys.argv[1:] or BENCHMARKS:

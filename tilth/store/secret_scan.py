@@ -35,6 +35,9 @@ _HINT = re.compile(r"key|pw|pass|secret|token|contrase")
 (`build_assignment_regex`: an optional prefix, then a secret keyword among these, then the value),
 so those run only on the lines that have one: most of the scan's time is theirs otherwise."""
 _ASSIGNMENT_START = r"(?:(?<=\W)|(?<=^))"
+KEYWORD_WINDOW = 300
+"""The keyword detector's regexes backtrack badly on long lines (minified code, one-line JSON): on a
+line longer than this, each keyword is looked at with this many characters either side."""
 _PRIVATE_KEY_END = re.compile(r"-----END[A-Z ]*PRIVATE KEY[A-Z ]*-----|---- END SSH2[A-Z ]*----")
 
 
@@ -63,9 +66,10 @@ def _detectors() -> tuple[list[tuple[str, re.Pattern[str], bool]], Any, Any, Any
                for kind, cls in get_mapping_from_secret_type_to_class().items()
                if issubclass(cls, RegexBasedDetector) and cls.__name__ not in SKIPPED for regex in cls().denylist]
     keyword_regexes = {**keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP}
+    denylist = re.compile(keyword.DENYLIST_REGEX.lower())
     filters = (heuristic.is_sequential_string, heuristic.is_potential_uuid, heuristic.is_templated_secret,
                heuristic.is_prefixed_with_dollar_sign)
-    return formats, (keyword.KeywordDetector(), keyword_regexes), Base64HighEntropyString(), \
+    return formats, (keyword.KeywordDetector(), keyword_regexes, denylist), Base64HighEntropyString(), \
         HexHighEntropyString(), filters
 
 
@@ -76,9 +80,12 @@ def load() -> None:
 
 def find_secrets(text: str) -> list[Finding]:
     """Every secret the detectors see in `text`, in order, overlaps merged."""
-    formats, (keyword, keyword_regexes), base64, hexa, filters = _detectors()
+    formats, (keyword, keyword_regexes, denylist), base64, hexa, filters = _detectors()
+    lowered = text.lower()  # searched in lower case: ten times faster than IGNORECASE
+    if len(lowered) != len(text):  # a character whose lower case is longer: offsets would drift
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
     spans: list[Finding] = []
-    hinted = _hinted_lines(text)
+    hinted = _lines_with(text, lowered, _HINT)
     for kind, regex, needs_hint in formats:
         for offset, line in (hinted if needs_hint else [(0, text)]):
             for match in regex.finditer(line):
@@ -86,24 +93,26 @@ def find_secrets(text: str) -> list[Finding]:
                 if kind == "Private Key" and (tail := _PRIVATE_KEY_END.search(text, offset + end)):
                     end = tail.end() - offset
                 spans.append(Finding(kind, offset + start, offset + end))
-    for offset, line in hinted:
-        spans += _keyword_findings(line, offset, keyword, keyword_regexes, base64, hexa, filters)
+    for offset, part in _lines_with(text, lowered, denylist, KEYWORD_WINDOW):
+        spans += _keyword_findings(part, offset, keyword, keyword_regexes, base64, hexa, filters)
     return _merged(spans)
 
 
-def _hinted_lines(text: str) -> list[tuple[int, str]]:
-    """(offset, line) of each line with a hint word, each once."""
-    lines, last = [], -1
-    lowered = text.lower()  # searched in lower case: ten times faster than IGNORECASE
-    hints = _HINT.finditer(lowered) if len(lowered) == len(text) else re.finditer(_HINT.pattern, text, re.IGNORECASE)
-    for hint in hints:
-        if hint.start() <= last:
+def _lines_with(text: str, lowered: str, regex: re.Pattern[str], window: int | None = None) -> list[tuple[int, str]]:
+    """(offset, line) of each line where `regex` matches `lowered`, each once; with `window`, a line
+    longer than it is cut to `window` characters either side of each match instead."""
+    parts, last = [], -1
+    for hit in regex.finditer(lowered):
+        if hit.start() <= last:
             continue
-        start = text.rfind("\n", 0, hint.start()) + 1
-        end = text.find("\n", hint.end())
-        last = len(text) if end < 0 else end
-        lines.append((start, text[start:last]))
-    return lines
+        start = text.rfind("\n", 0, hit.start()) + 1
+        end = text.find("\n", hit.end())
+        end = len(text) if end < 0 else end
+        if window is not None and end - start > window:
+            start, end = max(start, hit.start() - window), min(end, hit.end() + window)
+        last = end if window is None else hit.end()
+        parts.append((start, text[start:end]))
+    return parts
 
 
 def _secret_span(match: re.Match[str]) -> tuple[int, int]:
