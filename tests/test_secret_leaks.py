@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 import string
+import sys
 
 import pytest
 
 from conftest import git, task
-from fake_openai import ACCEPT, SUBMIT, FakeOpenAI, call, reply
+from fake_openai import ACCEPT, FakeOpenAI, call, reply
 
 _rng = random.Random(27)
 GITHUB_TOKEN = "ghp_" + "".join(_rng.choices(string.ascii_letters + string.digits, k=36))
@@ -41,7 +43,7 @@ def test_secrets_a_worker_prints_reach_neither_the_model_nor_the_session_files(s
     with FakeOpenAI() as server:
         server.enqueue("worker", reply(tool_calls=[call("bash", command=decoded_by_shell(printed)),
                                                    call("write_file", path="done.txt", content="done\n")]),
-                       reply(tool_calls=[SUBMIT]))
+                       reply(tool_calls=[call("submit_case", summary=f"Printed {GITHUB_TOKEN}", criteria=[])]))
         server.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
         env = {"TILTH_BASE_URL": server.base_url, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
                "TILTH_RETRY_BASE_DELAY": "0", "TILTH_SANDBOX": "off",
@@ -56,6 +58,8 @@ def test_secrets_a_worker_prints_reach_neither_the_model_nor_the_session_files(s
     assert any("AWS_SECRET_ACCESS_KEY=[redacted]" in body for body in sent if '"evaluator"' in body), "checks shown"
     assert not leaks_under(sandbox.session_dir("s1")), leaks_under(sandbox.session_dir("s1"))
     assert not SECRETS[0] in result.stdout + result.stderr
+    message = git(sandbox.repo, "log", "-1", "--format=%B", "session/s1")
+    assert "Printed [redacted]" in message, "the case the worker wrote reached the commit message redacted"
     runs = list((sandbox.session_dir("s1") / "runs").rglob("stdout.log"))
     assert runs and "AWS_SECRET_ACCESS_KEY=[redacted]" in runs[0].read_text(), "the run log was written, redacted"
 
@@ -81,3 +85,30 @@ def test_a_change_that_adds_a_secret_is_refused_and_never_committed(sandbox, att
     history = git(sandbox.repo, "log", "-p", "--format=%B", "session/s1")
     assert not [s for s in SECRETS if s in history], "a secret is on the branch"
     assert not leaks_under(sandbox.home), leaks_under(sandbox.home)
+
+
+def test_secrets_a_cli_agent_prints_stay_out_of_its_stream_log_and_the_evaluator(sandbox, fake, model_env):
+    """A `command` worker (a real process) prints the secrets on stdout, as a JSON line too: its
+    stream tee under `agents/`, the journal and the evaluator's prompt get them redacted."""
+    agent = ("import base64, json, sys\nsys.stdin.read()\n"
+             f"printed = base64.b64decode({base64.b64encode(b'GITHUB_TOKEN=' + GITHUB_TOKEN.encode()).decode()!r})"
+             ".decode()\nprint(printed)\nprint(json.dumps({'type': 'note', 'text': printed}))\n"
+             "open('done.txt', 'w').write('done\\n')\n"
+             "print('```json')\nprint(json.dumps({'summary': printed, 'criteria': []}))\nprint('```')\n")
+    (sandbox.repo / "agent.py").write_text(agent)
+    git(sandbox.repo, "add", "-A")
+    git(sandbox.repo, "commit", "-qm", "the agent")
+    fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
+    python = os.path.realpath(sys.executable)
+    result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd",
+                           str(sandbox.write_json("p.json", [task("T-1")])), "--id", "s1", "--foreground",
+                           env={**model_env, "TILTH_WORKER_BACKEND": "command", "TILTH_SANDBOX": "off",
+                                "TILTH_WORKER_COMMAND": f"{python} agent.py", "TILTH_SELF_IMPROVEMENT": "false",
+                                "TILTH_PREFLIGHT": "false"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    streams = list((sandbox.session_dir("s1") / "agents").glob("*.stdout"))
+    assert streams and "GITHUB_TOKEN=[redacted]" in streams[0].read_text(), "the stream was teed, redacted"
+    assert not leaks_under(sandbox.session_dir("s1")), leaks_under(sandbox.session_dir("s1"))
+    sent = [json.dumps(r["body"]) for r in fake.requests if r["body"]]
+    assert sent and not [body for body in sent if GITHUB_TOKEN in body], "the case reached the evaluator unredacted"
+    assert GITHUB_TOKEN not in git(sandbox.repo, "log", "-p", "session/s1")

@@ -10,6 +10,7 @@ import pygit2
 from pygit2.enums import ResetMode
 
 from tilth.core.errors import BadInput
+from tilth.store.redaction import redact_text
 
 FALLBACK_NAME = "tilth"
 FALLBACK_EMAIL = "tilth@localhost"
@@ -187,10 +188,12 @@ def move_branch(repo: pygit2.Repository, branch: str, target: str) -> None:
 
 def commit_staged(repo: pygit2.Repository, branch: str, message: str, parent: str) -> str:
     """Commit the index onto `refs/heads/<branch>` by name, never onto whatever HEAD says.
-    `parent` is the tip tilth expects; libgit2 refuses the commit if the branch is elsewhere."""
+    `parent` is the tip tilth expects; libgit2 refuses the commit if the branch is elsewhere.
+    The message carries the worker's case or question, so it is redacted like a session file."""
     tree = repo.index.write_tree()
     sig = signature(repo)
-    return str(repo.create_commit(f"refs/heads/{branch}", sig, sig, message, tree, [pygit2.Oid(hex=parent)]))
+    return str(repo.create_commit(f"refs/heads/{branch}", sig, sig, redact_text(message), tree,
+                                  [pygit2.Oid(hex=parent)]))
 
 
 def soft_reset(repo: pygit2.Repository, target: str) -> None:
