@@ -112,3 +112,14 @@ def test_secrets_a_cli_agent_prints_stay_out_of_its_stream_log_and_the_evaluator
     sent = [json.dumps(r["body"]) for r in fake.requests if r["body"]]
     assert sent and not [body for body in sent if GITHUB_TOKEN in body], "the case reached the evaluator unredacted"
     assert GITHUB_TOKEN not in git(sandbox.repo, "log", "-p", "session/s1")
+
+
+def test_a_secret_the_repository_already_had_is_not_refused_when_its_line_is_edited(sandbox):
+    (sandbox.repo / "aws.ini").write_text(f"aws_secret_access_key = {AWS_SECRET}\n")
+    git(sandbox.repo, "add", "-A")
+    git(sandbox.repo, "commit", "-qm", "the user's own credentials file")
+    scenario = {"tasks": {"T-1": [{"run": ["sed -i 's/$/  # rotated yearly/' aws.ini"]}]}}
+    assert sandbox.start("s1", [task("T-1")], scenario, env={"TILTH_SANDBOX": "off"}).returncode == 0
+    assert sandbox.ledger("s1", "T-1")[0]["verdict"]["verdict"] == "accept"
+    assert not [e for e in sandbox.events("s1") if e["type"] == "secret_redacted"]
+    assert git(sandbox.repo, "show", "session/s1:aws.ini") == f"aws_secret_access_key = {AWS_SECRET}  # rotated yearly\n"

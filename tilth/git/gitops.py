@@ -133,15 +133,18 @@ def staged_diff(repo: pygit2.Repository) -> pygit2.Diff:
     return repo.index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
 
 
-def added_lines(diff: pygit2.Diff) -> Iterator[tuple[str, int, str]]:
-    """(path, line number in the new file, text) of every line a diff adds; binary files have none."""
+def changed_lines(diff: pygit2.Diff) -> Iterator[tuple[str, str, int, str]]:
+    """(path, `+` or `-`, line number in the new or old file, text) of every line a diff adds or
+    removes; binary files have none."""
     for patch in diff:
         if patch.delta.is_binary:
             continue
         for hunk in patch.hunks:
             for line in hunk.lines:
                 if line.origin == "+":
-                    yield patch.delta.new_file.path, line.new_lineno, line.content
+                    yield patch.delta.new_file.path, "+", line.new_lineno, line.content
+                elif line.origin == "-":
+                    yield patch.delta.new_file.path, "-", line.old_lineno, line.content
 
 
 def describe_diff(diff: pygit2.Diff) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from tilth.git.gitops import added_lines, stage_all, staged_diff, unstage
+from tilth.git.gitops import changed_lines, stage_all, staged_diff, unstage
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import Verdict
 from tilth.store.redaction import MARK, secrets_in
@@ -37,18 +37,25 @@ class Added:
 
 
 def scan(diff: pygit2.Diff) -> tuple[list[Added], dict[str, set[str]]]:
-    """Each secret the diff adds (path, line, kind) and, per path, the secret values themselves."""
-    per_file: dict[str, list[tuple[int, str]]] = {}
-    for path, number, text in added_lines(diff):
-        per_file.setdefault(path, []).append((number, text if text.endswith("\n") else text + "\n"))
+    """Each secret the diff adds (path, line, kind) and, per path, the secret values themselves. A
+    value the file already had (on a line the diff removes: a line edited around it) is not added."""
+    added: dict[str, list[tuple[int, str]]] = {}
+    removed: dict[str, str] = {}
+    for path, sign, number, text in changed_lines(diff):
+        if sign == "+":
+            added.setdefault(path, []).append((number, text if text.endswith("\n") else text + "\n"))
+        else:
+            removed[path] = removed.get(path, "") + text
     found: list[Added] = []
     values: dict[str, set[str]] = {}
-    for path, lines in per_file.items():
+    for path, lines in added.items():
         text = "".join(t for _, t in lines)
         for start, end, kind in secrets_in(text):
+            if text[start:end] in removed.get(path, ""):
+                continue
             number = lines[text.count("\n", 0, start)][0]
-            if (added := Added(path, number, kind)) not in found:
-                found.append(added)
+            if (new := Added(path, number, kind)) not in found:
+                found.append(new)
             values.setdefault(path, set()).add(text[start:end])
     return found, values
 
