@@ -78,6 +78,10 @@ def test_a_change_that_adds_a_secret_is_refused_and_never_committed(sandbox, att
     assert "deploy/aws.ini:3 (Secret Keyword)" in first["concern"], first["concern"]
     found = [e["data"]["found"] for e in sandbox.events("s1") if e["type"] == "secret_redacted"]
     assert found and found[0][0] == {"path": "deploy/aws.ini", "line": 2, "kind": "AWS Access Key"}
+    if attempts == 2:
+        prompts = [json.loads(line) for line in (sandbox.session_dir("s1") / "prompts.jsonl").read_text().splitlines()]
+        retry = next(p["prompt"] for p in prompts if p["role"] == "worker" and p["iter"] == 2)
+        assert "attempt 1: reject (secret_added)" in retry and "deploy/aws.ini:3 (Secret Keyword)" in retry
     logs = sandbox.tilth("logs", "s1").stdout
     assert "the change added secrets, replaced by [redacted] before any commit: deploy/aws.ini:2 (AWS Access Key)" in logs
     commits = sandbox.commits("s1")
