@@ -19,6 +19,10 @@ MARK = b"[redacted]"
 _secrets: set[bytes] = set()
 _patterns: list[re.Pattern[bytes]] = []
 _scanning = False
+_clean: dict[int, None] = {}
+"""Hashes of the last texts `redact_text` returned: a prompt or tool result written after it was
+redacted is not scanned twice (str hashes are keyed per process, so an agent cannot aim a collision)."""
+CLEAN_KEPT = 64
 
 
 def register_secret(value: str | None) -> None:
@@ -56,7 +60,12 @@ def redact(data: bytes) -> bytes:
 
 
 def redact_text(text: str) -> str:
-    return redact(text.encode("utf-8", errors="surrogateescape")).decode("utf-8", errors="surrogateescape")
+    clean = redact(text.encode("utf-8", errors="surrogateescape")).decode("utf-8", errors="surrogateescape")
+    if _scanning and len(clean) > 256:
+        _clean[hash(clean)] = None
+        if len(_clean) > CLEAN_KEPT:
+            del _clean[next(iter(_clean))]
+    return clean
 
 
 def secrets_in(text: str) -> list[tuple[int, int, str]]:
@@ -81,6 +90,8 @@ def _detected(text: str) -> str:
     from tilth.store.secret_scan import redacted
 
     mark = MARK.decode()
+    if hash(text) in _clean:
+        return text
     if text.lstrip()[:1] in ("{", "["):
         whole = _in_json(text, mark)
         if whole is not None:
@@ -105,7 +116,7 @@ def _in_json(raw: str, mark: str) -> str | None:
         return None
     strings: list[str] = []
     _collect(doc, strings)
-    joined = "\n".join(strings)
+    joined = "\n".join(s for s in strings if len(s) <= 256 or hash(s) not in _clean)
     found = {joined[f.start:f.end] for f in find_secrets(joined)} if joined else set()
     missed = False
     for secret in sorted(found, key=len, reverse=True):
