@@ -49,10 +49,6 @@ class Finding:
     end: int
     """Where the secret is in the text scanned (a private key: from its header to its END line)."""
 
-    def line(self, text: str) -> int:
-        """Its 1-based line number in `text`."""
-        return text.count("\n", 0, self.start) + 1
-
 
 @lru_cache(maxsize=1)
 def _detectors() -> tuple[list[tuple[str, re.Pattern[str], bool]], Any, Any, Any, tuple[Any, ...]]:
@@ -64,7 +60,9 @@ def _detectors() -> tuple[list[tuple[str, re.Pattern[str], bool]], Any, Any, Any
 
     formats = [(kind, regex, regex.pattern.startswith(_ASSIGNMENT_START))
                for kind, cls in get_mapping_from_secret_type_to_class().items()
-               if issubclass(cls, RegexBasedDetector) and cls.__name__ not in SKIPPED for regex in cls().denylist]
+               if issubclass(cls, RegexBasedDetector) and cls.__name__ not in SKIPPED
+               and cls.__module__.startswith("detect_secrets.plugins.")  # never a custom plugin file
+               for regex in cls().denylist]
     keyword_regexes = {**keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP, **keyword.CONFIG_DENYLIST_REGEX_TO_GROUP}
     denylist = re.compile(keyword.DENYLIST_REGEX.lower())
     filters = (heuristic.is_sequential_string, heuristic.is_potential_uuid, heuristic.is_templated_secret,
