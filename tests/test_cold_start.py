@@ -19,7 +19,7 @@ import pytest
 
 from conftest import make_repo, task
 
-HEAVY = ("pydantic", "pydantic_core", "pygit2", "openai", "httpx", "rich", "watchfiles", "apscheduler",
+HEAVY = ("pydantic", "pydantic_core", "pygit2", "openai", "httpx", "rich", "watchfiles", "apscheduler", "detect_secrets", "requests",
          "tilth.store.session", "tilth.core.config")
 """Never imported by the commands below."""
 

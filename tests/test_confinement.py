@@ -51,7 +51,9 @@ def test_secrets_matching_patterns_never_reach_the_session_dir(sandbox):
             assert custom not in text and github_token not in text, path
             scanned += "[redacted]" in text
     assert scanned >= 3, "the ledger, events and learnings all had something redacted"
-    assert git(sandbox.repo, "show", "session/s1:config.py") == f"TOKEN = '{custom}'\n", "the branch is the user's code"
+    # A secret_patterns match is a secret on the branch too: the attempt that added it was refused, its file redacted.
+    assert sandbox.ledger("s1", "T-1")[0]["verdict"]["category"] == "secret_added"
+    assert git(sandbox.repo, "show", "session/s1:config.py") == "TOKEN = '[redacted]'\n"
 
 
 def test_an_invalid_secret_pattern_is_refused_before_anything_is_created(sandbox):

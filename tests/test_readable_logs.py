@@ -36,7 +36,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
     server.enqueue("worker", reply(tool_calls=[call("bash", command="git commit -qam x")]),
                    reply(tool_calls=[call("write_file", path="hello.py", content="print('hello')\n")]),
                    reply(tool_calls=[call("read_file", path="hello.py")]),
-                   reply(tool_calls=[call("bash", command="echo TOKEN-314159 > t.txt")]),
+                   reply(tool_calls=[call("bash", command="echo TOKEN-314159")]),  # printed: a file would be refused
                    reply(tool_calls=[SUBMIT]))
     server.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
     env.update({"TILTH_SANDBOX": "off", "TILTH_MAX_ITERATIONS_PER_TASK": "1",
@@ -53,7 +53,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
                "tilth makes the commit for this task; leave your changes uncommitted.")
     assert blocked in lines
     assert "[T-1 #1] write_file hello.py" in lines and "[T-1 #1] read_file hello.py" in lines
-    assert "[T-1 #1] bash: echo [redacted] > t.txt" in lines
+    assert "[T-1 #1] bash: echo [redacted]" in lines
     assert "[T-1 #1] check true: pass" in lines and "[T-1 #1] check exit 3: FAIL (exit 3)" in lines
     verdict = next(line for line in lines if "verdict:" in line)
     assert verdict.startswith("[T-1 #1] verdict: reject (check_failed): The evaluator accepted, but required checks")

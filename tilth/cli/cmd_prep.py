@@ -183,7 +183,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     from tilth.store.events import EventLog
     from tilth.store.home import tilth_home
     from tilth.store.jsonio import write_atomic
-    from tilth.store.redaction import register_secret
+    from tilth.store.redaction import register_secret, scan_for_secrets
     from tilth.store.seed_meta import SeedMeta, seed_meta_path, write_seed_meta
 
     goal = args.goal.strip()
@@ -198,6 +198,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     if not settings.endpoint("prep")[2]:
         raise BadInput("no model for the interview: set TILTH_PREP_MODEL or TILTH_WORKER_MODEL")
     register_secret(settings.api_key)
+    scan_for_secrets()
     repo = open_source_repo(Path(args.repo).expanduser())
     root = Path(repo.workdir).resolve()
     head = str(repo.head.target)

@@ -26,10 +26,9 @@ PRESETS = {
 }
 SECRET_FIELDS = ("api_key", "evaluator_api_key")
 DEFAULT_SECRET_PATTERNS = (
-    r"sk-[A-Za-z0-9_-]{20,}",          # OpenAI / OpenRouter / Anthropic style keys
-    r"gh[pousr]_[A-Za-z0-9]{30,}",      # GitHub tokens
-    r"AKIA[0-9A-Z]{16}",                # AWS access key ids
-    r"xox[baprs]-[A-Za-z0-9-]{10,}",    # Slack tokens
+    # Model provider keys (OpenAI project keys, Anthropic, OpenRouter): detect-secrets knows only the
+    # legacy OpenAI form (`...T3BlbkFJ...`); every other format is its detectors' (store/secret_scan.py).
+    r"sk-[A-Za-z0-9_-]{20,}",
 )
 
 

@@ -4,11 +4,13 @@ the user's current branch: commits go to `refs/heads/session/<id>` by name, neve
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pygit2
 from pygit2.enums import ResetMode
 
 from tilth.core.errors import BadInput
+from tilth.store.redaction import redact_text
 
 FALLBACK_NAME = "tilth"
 FALLBACK_EMAIL = "tilth@localhost"
@@ -139,9 +141,37 @@ def stage_all(repo: pygit2.Repository) -> list[str]:
     return nested
 
 
+def unstage(repo: pygit2.Repository, paths: list[str]) -> None:
+    """Put these paths back in the index as HEAD has them (gone, if HEAD has none)."""
+    index = repo.index
+    tree = repo.head.peel(pygit2.Commit).tree
+    for path in paths:
+        try:
+            entry = tree[path]
+        except KeyError:
+            index.remove(path)
+        else:
+            index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+    index.write()
+
+
 def staged_diff(repo: pygit2.Repository) -> pygit2.Diff:
     """HEAD tree -> index, after stage_all: far cheaper than HEAD -> workdir on big trees."""
     return repo.index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
+
+
+def changed_lines(diff: pygit2.Diff) -> Iterator[tuple[str, str, int, str]]:
+    """(path, `+` or `-`, line number in the new or old file, text) of every line a diff adds or
+    removes; binary files have none."""
+    for patch in diff:
+        if patch.delta.is_binary:
+            continue
+        for hunk in patch.hunks:
+            for line in hunk.lines:
+                if line.origin == "+":
+                    yield patch.delta.new_file.path, "+", line.new_lineno, line.content
+                elif line.origin == "-":
+                    yield patch.delta.new_file.path, "-", line.old_lineno, line.content
 
 
 def describe_diff(diff: pygit2.Diff) -> str:
@@ -188,10 +218,12 @@ def move_branch(repo: pygit2.Repository, branch: str, target: str) -> None:
 
 def commit_staged(repo: pygit2.Repository, branch: str, message: str, parent: str) -> str:
     """Commit the index onto `refs/heads/<branch>` by name, never onto whatever HEAD says.
-    `parent` is the tip tilth expects; libgit2 refuses the commit if the branch is elsewhere."""
+    `parent` is the tip tilth expects; libgit2 refuses the commit if the branch is elsewhere.
+    The message carries the worker's case or question, so it is redacted like a session file."""
     tree = repo.index.write_tree()
     sig = signature(repo)
-    return str(repo.create_commit(f"refs/heads/{branch}", sig, sig, message, tree, [pygit2.Oid(hex=parent)]))
+    return str(repo.create_commit(f"refs/heads/{branch}", sig, sig, redact_text(message), tree,
+                                  [pygit2.Oid(hex=parent)]))
 
 
 def soft_reset(repo: pygit2.Repository, target: str) -> None:

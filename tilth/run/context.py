@@ -28,6 +28,7 @@ from tilth.store.ledger import Case, LedgerEntry
 from tilth.store.prd import Task
 from tilth.store.progress import read_progress
 from tilth.store.prompts import append_prompt
+from tilth.store.redaction import redact_text
 from tilth.store.seed_meta import SeedMeta, load_seed_meta, seed_meta_path
 from tilth.store.progress_summary import SummarySettings, current_summary
 
@@ -234,7 +235,7 @@ def assemble(src: Sources, role: str, task: Task, iteration: int | None,
                         chars=len(shown), truncated=truncated)
         if shown:
             parts.append(shown)
-    prompt = "\n\n".join(parts) + "\n"
+    prompt = redact_text("\n\n".join(parts) + "\n")  # the diff, checks and notes may carry a secret
     offset = append_prompt(src.paths.prompts, task.id, iteration, role, prompt)
     src.events.emit("prompt_assembled", task.id, iteration, role=role, prompt_offset=offset, prompt_chars=len(prompt))
     return prompt

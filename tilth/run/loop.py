@@ -33,6 +33,7 @@ from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
+from tilth.run.secret_gate import rejection as secret_rejection
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -41,7 +42,7 @@ from tilth.store.learnings import append_learnings
 from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, append_entry, read_entries, worker_question
 from tilth.store.lock import SessionLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
-from tilth.store.redaction import register_patterns, register_secret
+from tilth.store.redaction import register_patterns, register_secret, scan_for_secrets
 from tilth.store.rollup import keep_rollup
 from tilth.store.session import SessionRecord, SessionState, load_session, pause, save_session, set_state
 from tilth.store.progress_summary import SummarySettings, learnings_path, write_summary
@@ -94,6 +95,7 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
     spawn wins."""
     register_secret(settings.api_key)
     register_secret(settings.evaluator_api_key)
+    scan_for_secrets()
     with SessionLock(paths.lock, paths.id) as lock:
         if expect_queued and load_session(paths).state != SessionState.queued:
             return EXIT_STOPPED
@@ -272,11 +274,11 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     iteration = len(entries) + 1
     history = entries[-settings.ledger_entries:] if settings.ledger_entries else []
     case, failed = worker_turn(run, task, iteration, history)
-    stage(ws, task, iteration)
+    secrets = stage(ws, task, iteration)
     diff = staged_diff(ws.repo)
     summary = describe_diff(diff)
-    verdict = failed or (NO_CASE if case is None else
-                         evaluate(run, task, iteration, history, case, diff.patch or "", summary))
+    verdict = secret_rejection(secrets) if secrets else failed or (
+        NO_CASE if case is None else evaluate(run, task, iteration, history, case, diff.patch or "", summary))
     if (checked := no_second_park(ws.paths.dir, task.id, verdict)) is not verdict:
         ws.events.emit("question_repeated", task.id, iteration, asked_by=verdict.asked_by, question=verdict.question)
         verdict = checked

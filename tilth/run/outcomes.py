@@ -9,6 +9,7 @@ later steps from the commit's trailers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pygit2
 
@@ -17,6 +18,7 @@ from tilth.core.faults import checkpoint
 from tilth.git.commits import done_message, failed_message, parked_message
 from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
                               soft_reset, stage_all)
+from tilth.run.secret_gate import Added, withhold
 from tilth.store.answers import record_question
 from tilth.store.daily_memory import agent_label, note_outcome
 from tilth.store.events import EventLog, document
@@ -84,11 +86,13 @@ def guard_branch(ws: Workspace, task_id: str | None, iteration: int | None) -> N
     ws.events.emit("branch_repaired", task_id, iteration, was=tip, restored=ws.tip)
 
 
-def stage(ws: Workspace, task: Task, iteration: int) -> None:
+def stage(ws: Workspace, task: Task, iteration: int) -> list[Added]:
+    """Stage the worktree; the secrets the change added (already replaced, `run/secret_gate.py`)."""
     guard_branch(ws, task.id, iteration)
     nested = stage_all(ws.repo)
     if nested:
         ws.events.emit("nested_repo_skipped", task.id, iteration, paths=nested)
+    return withhold(ws.repo, Path(ws.record.worktree), ws.events, task.id, iteration)
 
 
 def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool = True) -> str:

@@ -1,9 +1,14 @@
-"""Secrets never reach disk: every write through jsonio passes through `redact`.
+"""Secrets never reach disk nor a model: every write through jsonio, every tool result and every
+prompt passes through `redact`.
 
-Keys are registered once per process (from the resolved settings), and so are the
-configured patterns; both are replaced wherever they appear in a state file, a journal line
-or a progress line, and in every line tilth prints (`redact_text`), since a supervised
-session's output is itself a file (`run.log`).
+Three things are replaced by `[redacted]`: the keys registered once per process (from the
+resolved settings), the user's `secret_patterns`, and, in a process that handles agent output
+(`scan_for_secrets`: the runner, `tilth prep`), whatever detect-secrets' detectors find
+(`store/secret_scan.py`). The detectors are imported on first use, so a command that only looks
+(`tilth status`, `tilth logs`) never pays for them; what it shows was redacted when written.
+
+JSON (a whole document, or JSONL lines) is scanned string by string, decoded, and each secret is
+replaced in its escaped form, so a replacement never breaks a line a reader must parse.
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ import re
 MARK = b"[redacted]"
 _secrets: set[bytes] = set()
 _patterns: list[re.Pattern[bytes]] = []
+_scanning = False
+_clean: dict[int, None] = {}
+"""Hashes of the last texts `redact_text` returned: a prompt or tool result written after it was
+redacted is not scanned twice (str hashes are keyed per process, so an agent cannot aim a collision)."""
+CLEAN_KEPT = 64
 
 
 def register_secret(value: str | None) -> None:
@@ -27,14 +37,109 @@ def register_patterns(patterns: list[str]) -> None:
             _patterns.append(compiled)
 
 
+def scan_for_secrets() -> None:
+    """From now on this process's `redact` also replaces what the secret detectors find."""
+    global _scanning
+    _scanning = True
+
+
+def scanning() -> bool:
+    return _scanning
+
+
 def redact(data: bytes) -> bytes:
     for secret in _secrets:
         if secret in data:
             data = data.replace(secret, MARK)
     for pattern in _patterns:
         data = pattern.sub(MARK, data)
+    if _scanning and data.strip():
+        text = data.decode("utf-8", errors="surrogateescape")
+        data = _detected(text).encode("utf-8", errors="surrogateescape")
     return data
 
 
 def redact_text(text: str) -> str:
-    return redact(text.encode("utf-8", errors="surrogateescape")).decode("utf-8", errors="surrogateescape")
+    clean = redact(text.encode("utf-8", errors="surrogateescape")).decode("utf-8", errors="surrogateescape")
+    if _scanning and len(clean) > 256:
+        _clean[hash(clean)] = None
+        if len(_clean) > CLEAN_KEPT:
+            del _clean[next(iter(_clean))]
+    return clean
+
+
+def secrets_in(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of each secret in `text`: registered keys, `secret_patterns` matches and
+    what the detectors find (whether or not this process scans its writes); overlaps are kept."""
+    from tilth.store.secret_scan import find_secrets
+
+    raw = text.encode("utf-8", errors="surrogateescape")
+    spans = []
+    for secret in _secrets:
+        at = raw.find(secret)
+        while at >= 0:
+            spans.append((at, at + len(secret), "a tilth key"))
+            at = raw.find(secret, at + 1)
+    spans += [(m.start(), m.end(), "secret_patterns") for pattern in _patterns for m in pattern.finditer(raw)]
+    found = [(len(raw[:s].decode("utf-8", errors="surrogateescape")), len(raw[:e].decode("utf-8", errors="surrogateescape")),
+              kind) for s, e, kind in spans]
+    return found + [(f.start, f.end, f.kind) for f in find_secrets(text)]
+
+
+def _detected(text: str) -> str:
+    from tilth.store.secret_scan import redacted
+
+    mark = MARK.decode()
+    if hash(text) in _clean:
+        return text
+    if text.lstrip()[:1] in ("{", "["):
+        whole = _in_json(text, mark)
+        if whole is not None:
+            return whole
+        lines = text.split("\n")
+        if all(not line.strip() or line.lstrip()[:1] in ("{", "[") for line in lines):
+            done = [_in_json(line, mark) if line.strip() else line for line in lines]
+            if all(line is not None for line in done):
+                return "\n".join(done)  # type: ignore[arg-type]
+    return redacted(text, mark)
+
+
+def _in_json(raw: str, mark: str) -> str | None:
+    """`raw` with the secrets in its string values replaced; None when it is not JSON."""
+    import orjson
+
+    from tilth.store.secret_scan import find_secrets, redacted
+
+    try:
+        doc = orjson.loads(raw.encode("utf-8", errors="surrogateescape"))
+    except orjson.JSONDecodeError:
+        return None
+    strings: list[str] = []
+    _collect(doc, strings)
+    joined = "\n".join(s for s in strings if len(s) <= 256 or hash(s) not in _clean)
+    found = {joined[f.start:f.end] for f in find_secrets(joined)} if joined else set()
+    missed = False
+    for secret in sorted(found, key=len, reverse=True):
+        forms = [orjson.dumps(secret).decode()[1:-1], _ascii_escaped(secret)]
+        hit = [form for form in forms if form in raw]
+        for form in hit:
+            raw = raw.replace(form, mark)
+        missed = missed or not hit
+    return redacted(raw, mark, json_safe=True) if missed else raw
+
+
+def _collect(value: object, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _collect(item, out)
+
+
+def _ascii_escaped(secret: str) -> str:
+    import json
+
+    return json.dumps(secret)[1:-1]

@@ -141,6 +141,8 @@ class Readable:
                                                "into the task's changes",
             "nested_repo_skipped": lambda d: "left nested repositories out of the commit: "
                                              + short(", ".join(d["paths"])),
+            "secret_redacted": lambda d: "the change added secrets, replaced by [redacted] before any commit: "
+                                         + short(", ".join(f"{f['path']}:{f['line']} ({f['kind']})" for f in d["found"])),
             "stale_git_locks_removed": lambda d: f"removed stale git locks: {short(', '.join(d['paths']))}",
             "progress_restored": lambda d: f"progress line restored from commit {_sha(d)}",
             "status_reconciled": lambda d: "task statuses corrected from the branch: " + ", ".join(

@@ -19,6 +19,7 @@ from tilth.agents.tools.shell import bash_text, run_command
 from tilth.core.errors import ToolError
 from tilth.store.events import EventLog, document
 from tilth.store.kb import KnowledgeBase
+from tilth.store.redaction import redact_text
 from tilth.store.script_runs import DEFAULT_KEEP
 
 document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
@@ -82,6 +83,7 @@ class Toolbox:
             result = f"error: {exc}"
         except TypeError as exc:
             result = f"error: bad arguments for {call.name}: {exc}"
+        result = redact_text(result)  # what a tool read or printed reaches the model and the journal only redacted
         self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
                          args=call.arguments[:500], result_chars=len(result), result=result[:RESULT_CHARS],
                          thought=thought[:RESULT_CHARS] if thought else None,
