@@ -12,13 +12,15 @@ import argparse
 import statistics
 import subprocess
 import sys
+import os
 import tempfile
 import time
 from pathlib import Path
 
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, in_force
 from tilth.agents.sandbox import bwrap_works, wrap
-from tilth.agents.tools.shell import agent_env, run_command
+from tilth.agents.confinement import agent_env, host_sockets, toolchain_dirs
+from tilth.agents.tools.shell import run_command
 
 TARGET_MS = 15.0
 
@@ -45,7 +47,13 @@ def main() -> int:
         worktree = Path(tmp) / "repo"
         worktree.mkdir()
         subprocess.run(["git", "init", "-q", str(worktree)], check=True)
-        wrapper = wrap("bwrap", worktree, Path(tmp) / "home")
+        home, agent_home = Path(tmp) / "home", Path(tmp) / "home" / "agent-homes" / "s1"
+        agent_home.mkdir(parents=True)
+        user_home = Path(os.environ.get("HOME", "/root"))
+        exposed = tuple(toolchain_dirs(os.environ.get("PATH", ""), [user_home, home]))
+        # What a session's commands run behind: private home, exposed toolchains, masked sockets.
+        wrapper = wrap("bwrap", worktree, home, agent_home=agent_home, expose=exposed,
+                       git_common=worktree / ".git", hide=tuple(host_sockets()))
         median_ms(10, worktree, wrapper, DEFAULT_MAX_PROCESSES)  # warm caches
         rows = {"bare": ([], 0), "limited": ([], DEFAULT_MAX_PROCESSES), "bwrap": (wrapper, 0),
                 "sandboxed": (wrapper, DEFAULT_MAX_PROCESSES)}
