@@ -132,6 +132,7 @@ def test_hook_contract_silent_success_visible_block_and_an_event_always(sandbox,
     assert len(sandbox.commits("s1")) == 1 and "sneaky" not in git(sandbox.repo, "log", "--format=%s", "session/s1")
 
 
+@pytest.mark.bwrap
 def test_worker_commands_and_file_tools_cannot_escape(sandbox, model):
     if not bwrap_works():
         if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
@@ -198,6 +199,7 @@ def require_bwrap():
         pytest.skip("bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)")
 
 
+@pytest.mark.bwrap
 def test_the_sandbox_hides_processes_keys_and_git_metadata(sandbox, model):
     require_bwrap()
     server, env = model
@@ -256,6 +258,7 @@ def _tree_digest(directory) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.bwrap
 def test_escape_attempts_fail_and_leave_no_harm_with_the_network_off(sandbox, model):
     require_bwrap()
     server, env = model
@@ -360,6 +363,7 @@ def test_a_branch_that_lost_its_base_between_runs_is_refused_in_one_line(sandbox
     assert result.returncode == 2 and "session branch session/s1 is gone" in result.stderr
 
 
+@pytest.mark.bwrap
 def test_check_commands_and_scripted_commands_run_confined(sandbox):
     require_bwrap()
     tag = uuid.uuid4().hex

@@ -103,6 +103,7 @@ def rejected_then_accepted() -> list[dict]:
             {"write": {"scripted/{task}.md": "second try, better\n"}, "case": {"summary": "covered the gaps"}}]
 
 
+@pytest.mark.browser
 def test_the_pages_follow_a_running_session_live(sandbox, daemon, served, browser, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 

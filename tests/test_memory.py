@@ -117,7 +117,8 @@ def test_summary_replaces_a_longer_journal_and_is_regenerated_when_stale(sandbox
 
 def test_learnings_are_proposed_per_task_and_never_touch_agents_md(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Rules.\n"})
-    scenario = {"tasks": {"T-1": [{"learnings": ["The CLI lives in app/cli.py"], "write": {"{task}.txt": "x\n"}}], "T-2": [{"write": {"{task}.txt": "x\n"}}]}}
+    scenario = {"tasks": {"T-1": [{"learnings": ["The CLI lives in app/cli.py"], "write": {"{task}.txt": "x\n"}}],
+                          "T-2": [{"write": {"{task}.txt": "x\n"}}]}}
     assert sandbox.start("s1", [task("T-1", "Add CLI"), task("T-2")], scenario).returncode == 0
     text = (sandbox.session_dir("s1") / "proposed-learnings.md").read_text()
     assert "## From T-1 — Add CLI\n- The CLI lives in app/cli.py" in text and "From T-2" not in text

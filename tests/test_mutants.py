@@ -5,6 +5,7 @@ changed. Real repos, real `tilth` processes, the fake model server."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -149,11 +150,14 @@ def test_without_bubblewrap_auto_runs_unconfined_and_bwrap_is_refused(sandbox, t
     assert git(sandbox.repo, "show", "session/s2:ran.txt") == "ran\n"
 
 
+@pytest.mark.bwrap
 def test_a_key_in_config_toml_is_hidden_from_confined_commands(sandbox):
     """config.toml may hold the API key; under bubblewrap the agent's commands cannot read it.
     The home is outside /tmp (as ~/.tilth is), since the sandbox's private /tmp hides it anyway."""
     if subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "true"],
                       capture_output=True).returncode != 0:
+        if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
+            pytest.fail("TILTH_REQUIRE_BWRAP=1 but bubblewrap cannot run here")
         pytest.skip("bubblewrap cannot run here")
     home = Path(tempfile.mkdtemp(prefix="tilth-home-", dir="/var/tmp"))
     try:

@@ -96,6 +96,18 @@ def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
     assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
 
 
+def test_a_stray_pause_point_without_the_test_switch_does_not_hold_a_foreground_run(sandbox):
+    """A TILTH_TEST_PAUSE_AT left in a user's shell is ignored unless TILTH_TEST_FAULTS=1 arms it."""
+    del sandbox.env["TILTH_TEST_FAULTS"]
+    stray = {"TILTH_TEST_PAUSE_AT": "worker"}
+    assert "WARNING" not in sandbox.tilth("config", env=stray).stdout
+    run = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(sandbox.write_json("p.json", [task("T-1")])),
+                        "--id", "s1", "--backend", "scripted", "--foreground", env=stray, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "paused at" not in run.stderr
+    assert sandbox.statuses("s1") == {"T-1": "done"}
+
+
 def test_the_wall_clock_cap_stops_between_tasks_and_a_resume_finishes(sandbox):
     # T-1's worker takes 1.5 s of real work; the run may take 1 s: T-1 ends, T-2 never starts.
     scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}, "run": ["sleep 1.5"]}]}}
