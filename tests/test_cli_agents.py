@@ -311,6 +311,7 @@ def test_a_foreground_run_waits_out_a_limit_without_a_reset_time(sandbox, fake, 
     assert "paused until" in result.stdout and "usage limit" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_openai_429_that_outlasts_the_retries_pauses_too(sandbox, fake, model_env):
     fake.enqueue("worker", fault(429, headers={"Retry-After": "1"}),
                  reply(tool_calls=[call("write_file", path="a.txt", content="a\n")]), reply(tool_calls=[SUBMIT]))
@@ -384,6 +385,7 @@ def test_aider_works_and_the_openai_evaluator_judges(sandbox, fake, model_env):
     assert not (sandbox.worktree("ai") / ".aider.chat.history.md").exists()
 
 
+@pytest.mark.slow
 def test_a_supervisor_without_the_agents_key_is_refused_before_the_session_is_handed_over(sandbox, daemon):
     start_supervisor(sandbox)  # from an environment without ANTHROPIC_API_KEY
     env = {"TILTH_WORKER_BACKEND": "claude", "TILTH_EVALUATOR_BACKEND": "claude", "TILTH_CLAUDE_BIN": "/bin/true",

@@ -53,6 +53,7 @@ def assert_one_line_no_space(result: dict) -> None:
     assert "no space left on device" in stderr
 
 
+@pytest.mark.slow
 @pytest.mark.bwrap
 def test_start_on_a_full_disk_leaves_nothing_and_works_once_space_is_freed(tmp_path, sandbox):
     require_sized_tmpfs(tmp_path)

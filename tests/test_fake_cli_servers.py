@@ -421,6 +421,7 @@ def run_cli(argv: list[str], env: dict[str, str], cwd: Path, prompt: Path, tmp_p
     return proc.returncode, events, proc.stderr.decode(errors="replace")
 
 
+@pytest.mark.slow
 @pytest.mark.cli_agents
 def test_real_claude_code_writes_a_file(tmp_path):
     claude = cli("claude")
