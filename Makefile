@@ -3,7 +3,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench soak clean llama agents browser redis
+.PHONY: check test demo bench soak clean llama agents browser redis
+
+# The fast tier: in-process and local subprocesses only, no real CLI agent, browser, redis or llama.cpp,
+# nothing marked slow (the markers are in pyproject.toml; AGENTS.md maps each module to its tests).
+FAST := not (cli_agents or browser or redis or llama or slow)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +40,12 @@ browser:
 redis:
 	scripts/install-redis.sh || { [ "$${TILTH_REQUIRE_REDIS:-}" != 1 ] \
 		&& echo "make: redis-server unavailable; the dispatch tests will skip"; }
+
+# Before every change: lint, types, the fast tier (about 2 min on 2 cores).
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -m "$(FAST)"
 
 test: $(STAMP) llama agents browser redis
 	$(BIN)/python -m pytest -q

@@ -16,6 +16,19 @@ import pytest
 
 GIT_ID = ["-c", "user.name=Test User", "-c", "user.email=test@example.com"]
 
+NEEDS = {"cluster": "redis", "llama_server": "llama", "browser": "browser", "anthropic": "cli_agents",
+         "responses": "cli_agents"}
+"""A fixture that starts an outside tool, and the marker (pyproject.toml) a test using it must carry."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make check` selects its tests by marker: a test that starts redis, llama.cpp, chromium or a
+    CLI agent without its marker would slip into the fast tier."""
+    for item in items:
+        for fixture, marker in NEEDS.items():
+            if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None:
+                raise pytest.UsageError(f"{item.nodeid} uses the `{fixture}` fixture: mark it @pytest.mark.{marker}")
+
 
 def git(repo: Path, *args: str) -> str:
     out = subprocess.run(["git", *GIT_ID, *args], cwd=repo, check=True, capture_output=True, text=True)
@@ -115,7 +128,8 @@ def sandbox(tmp_path: Path) -> Sandbox:
     repo = make_repo(tmp_path / "repo")
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
-    env.update({"TILTH_HOME": str(home), "PYTHONUNBUFFERED": "1"})
+    # TILTH_TEST_FAULTS=1 arms the pause points (core/faults.py) a test names with TILTH_TEST_PAUSE_AT.
+    env.update({"TILTH_HOME": str(home), "PYTHONUNBUFFERED": "1", "TILTH_TEST_FAULTS": "1"})
     return Sandbox(tmp_path, repo, home, env)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import fake_openai as fo
-from cli_agents import agent_bin
+from cli_agents import agent_bin, missing
 from fake_openai import FakeOpenAI
 from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, aider_argv, read_aider_output
 
@@ -123,7 +123,7 @@ EDITS = ("I will update notes.txt and create hello.txt.\n\n"
 def aider() -> Path:
     path = agent_bin("aider")
     if shutil.which("timeout") is None or shutil.which("git") is None:
-        pytest.skip("needs `timeout` and `git`")
+        missing("the real aider tests need `timeout` and `git` on PATH (coreutils, git)")
     return path
 
 
@@ -176,6 +176,7 @@ def run_aider(argv: list[str], repo: Path, env: dict[str, str], seconds: int = 9
     return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
 
 
+@pytest.mark.cli_agents
 def test_real_aider_edits_files_and_commits_nothing(tmp_path):
     binary = aider()
     with FakeOpenAI() as server:
@@ -202,6 +203,7 @@ def test_real_aider_edits_files_and_commits_nothing(tmp_path):
     assert "old line" in json.dumps(body["messages"])  # notes.txt was added to the chat
 
 
+@pytest.mark.cli_agents
 def test_real_aider_read_only_edits_nothing(tmp_path):
     binary = aider()
     with FakeOpenAI() as server:
@@ -219,6 +221,7 @@ def test_real_aider_read_only_edits_nothing(tmp_path):
     assert (report.prompt_tokens, report.completion_tokens) == (100, 20)
 
 
+@pytest.mark.cli_agents
 def test_real_aider_gives_up_on_a_failing_api_within_its_retry_budget_and_exits_0(tmp_path):
     """A 500 and a quota 429 each: aider retries about 64 s (its fixed budget), then prints the
     error and exits 0. Both run at once."""

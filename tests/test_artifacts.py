@@ -10,6 +10,8 @@ import signal
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from conftest import MODEL_KEY, git, task, wait_for_pause
 from fake_openai import call, reply
 
@@ -53,6 +55,7 @@ def memory_lines(home: Path) -> tuple[list[str], list[str]]:
 LOUD = f"echo {MODEL_KEY}; seq 1 3000; echo warn-line >&2"
 
 
+@pytest.mark.slow
 def test_bash_and_check_runs_leave_whole_redacted_artifacts(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[call("bash", command=LOUD), call("bash", command="exit 3")]),
                  reply(tool_calls=[call("submit_case", summary="first try", criteria=[])]),
@@ -153,6 +156,7 @@ def test_concurrent_appends_keep_one_header_and_whole_lines(tmp_path):
     assert all(LINE.match(line) and line.endswith(" | result: " + "x" * 400) for line in lines)
 
 
+@pytest.mark.slow
 def test_digest_names_sessions_counts_spend_heads_and_what_needs_you(sandbox):
     assert sandbox.start("ok1", [task("T-1"), task("T-2")]).returncode == 0
     failing = sandbox.start("bad1", [task("T-1")], {"tasks": {"T-1": [{"verdict": REJECT}]}},
@@ -201,6 +205,7 @@ def test_digest_names_sessions_counts_spend_heads_and_what_needs_you(sandbox):
                                   "such as 2026-11-24T06:00")
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_keeps_artifacts_and_memory_consistent(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
     env = {"TILTH_TEST_PAUSE_AT": "after_commit@T-2"}

@@ -41,6 +41,7 @@ def dumps(tasks):
     (dumps([task("T-1", description=3)]), "task 'T-1' (#1), field description"),
     (dumps(["just a string"]), "task #1"),
 ])
+@pytest.mark.slow
 def test_invalid_plans_are_refused_and_nothing_is_created(sandbox, plan_text, expected):
     result = bad_start(sandbox, plan_text)
     assert result.returncode == 2
@@ -90,6 +91,7 @@ def test_repo_without_commits_is_refused(sandbox, tmp_path):
     assert not sandbox.session_dir("s1").exists()
 
 
+@pytest.mark.slow
 def test_existing_session_branch_or_worktree_is_refused(sandbox):
     assert sandbox.start("s1", [task("T-1")], None).returncode == 0
     again = sandbox.start("s1", [task("T-1")], None)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
+
 from conftest import Sandbox, make_repo, task
 from tilth.agents.backends.agent_process import run_agent
 from tilth.agents.bounds import MAX_OUTPUT_BYTES, READ_BYTES, pids_cgroup_base

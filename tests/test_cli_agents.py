@@ -89,6 +89,7 @@ def session_bytes(sandbox, sid: str) -> bytes:
     return b"".join(p.read_bytes() for p in sandbox.session_dir(sid).rglob("*") if p.is_file())
 
 
+@pytest.mark.cli_agents
 def test_claude_code_works_and_the_openai_evaluator_judges(sandbox, fake, model_env, anthropic):
     target = sandbox.worktree("cc") / "hello.txt"
     anthropic.enqueue(CLAUDE_MODEL,
@@ -126,6 +127,8 @@ def test_claude_code_works_and_the_openai_evaluator_judges(sandbox, fake, model_
     assert status["tokens"] >= 2630 and status["cost_usd"] > 0, status
 
 
+@pytest.mark.bwrap
+@pytest.mark.cli_agents
 def test_the_openai_worker_is_judged_by_codex_which_cannot_write(sandbox, fake, model_env, responses):
     require_bwrap()
     sandbox.home.mkdir()
@@ -150,6 +153,7 @@ def test_the_openai_worker_is_judged_by_codex_which_cannot_write(sandbox, fake, 
     assert CODEX_KEY.encode() not in session_bytes(sandbox, "cx")
 
 
+@pytest.mark.cli_agents
 def test_a_panel_where_one_rejects_rejects_under_all_and_the_worker_sees_each_concern(sandbox, fake, model_env,
                                                                                      anthropic):
     write = reply(tool_calls=[call("write_file", path="a.txt", content="a\n")])
@@ -169,6 +173,7 @@ def test_a_panel_where_one_rejects_rejects_under_all_and_the_worker_sees_each_co
         retry["messages"][1]["content"], "the retrying worker sees each evaluator's concern"
 
 
+@pytest.mark.cli_agents
 def test_a_majority_panel_of_three_accepts_over_one_rejection(sandbox, fake, model_env, anthropic, responses):
     fake.enqueue("worker", reply(tool_calls=[call("write_file", path="a.txt", content="a\n")]),
                  reply(tool_calls=[SUBMIT]))
@@ -186,6 +191,7 @@ def test_a_majority_panel_of_three_accepts_over_one_rejection(sandbox, fake, mod
     assert [c["task"] for c in sandbox.commits("maj")] == ["T-1"]
 
 
+@pytest.mark.cli_agents
 def test_a_stub_500_is_a_rejected_iteration_and_the_next_one_goes_on(sandbox, fake, model_env, anthropic):
     target = sandbox.worktree("f500") / "hello.txt"
     anthropic.enqueue(CLAUDE_MODEL, fa.fault(500, "stub exploded"),
@@ -200,6 +206,7 @@ def test_a_stub_500_is_a_rejected_iteration_and_the_next_one_goes_on(sandbox, fa
     assert not of_type(sandbox, "f500", "session_paused"), "a server error is not a usage limit"
 
 
+@pytest.mark.cli_agents
 def test_a_hung_endpoint_is_bounded_by_the_timeout_which_kills_the_whole_agent(sandbox, fake, model_env, anthropic):
     anthropic.enqueue(CLAUDE_MODEL, fa.hang())
     env = {**model_env, **claude_env(anthropic, sandbox.root), "TILTH_AGENT_TIMEOUT_S": "6",
@@ -232,6 +239,7 @@ def cwd_of(pid: int) -> str | None:
         return None
 
 
+@pytest.mark.cli_agents
 def test_commits_the_agent_makes_are_folded_into_the_one_task_commit(sandbox, fake, model_env, anthropic):
     anthropic.enqueue(CLAUDE_MODEL,
                       fa.reply(fa.tool_use("Bash", command="echo one > one.txt && git add one.txt && "
@@ -250,6 +258,7 @@ def test_commits_the_agent_makes_are_folded_into_the_one_task_commit(sandbox, fa
     assert git(sandbox.repo, "show", "session/fold:one.txt") == "one\n"
 
 
+@pytest.mark.cli_agents
 def test_a_usage_limit_pauses_the_session_and_the_supervisor_resumes_it(sandbox, daemon, fake, model_env, anthropic):
     target = sandbox.worktree("lim") / "hello.txt"
     anthropic.enqueue(CLAUDE_MODEL, fa.usage_limit(resets_in=4),
@@ -283,6 +292,7 @@ def test_a_usage_limit_pauses_the_session_and_the_supervisor_resumes_it(sandbox,
     assert len(limited) == 1 and limited[0]["case"] == "none"
 
 
+@pytest.mark.cli_agents
 def test_a_foreground_run_waits_out_a_limit_without_a_reset_time(sandbox, fake, model_env, anthropic):
     target = sandbox.worktree("fg") / "hello.txt"
     anthropic.enqueue(CLAUDE_MODEL, fa.usage_limit(resets_in=3600),
@@ -301,6 +311,7 @@ def test_a_foreground_run_waits_out_a_limit_without_a_reset_time(sandbox, fake, 
     assert "paused until" in result.stdout and "usage limit" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_openai_429_that_outlasts_the_retries_pauses_too(sandbox, fake, model_env):
     fake.enqueue("worker", fault(429, headers={"Retry-After": "1"}),
                  reply(tool_calls=[call("write_file", path="a.txt", content="a\n")]), reply(tool_calls=[SUBMIT]))
@@ -313,6 +324,7 @@ def test_an_openai_429_that_outlasts_the_retries_pauses_too(sandbox, fake, model
     assert [e["verdict"]["verdict"] for e in sandbox.ledger("oa", "T-1")] == ["accept"]
 
 
+@pytest.mark.cli_agents
 def test_a_cli_evaluator_gets_one_retry_for_an_unreadable_verdict(sandbox, fake, model_env, anthropic):
     write = reply(tool_calls=[call("write_file", path="a.txt", content="a\n")])
     fake.enqueue("worker", write, reply(tool_calls=[SUBMIT]),
@@ -342,6 +354,7 @@ def test_a_cli_agent_that_is_not_installed_is_refused_at_start(sandbox):
     assert not sandbox.session_dir("nobin").exists()
 
 
+@pytest.mark.cli_agents
 def test_aider_works_and_the_openai_evaluator_judges(sandbox, fake, model_env):
     aider = agent_bin("aider")
     # The model's price, where aider looks for it in the repository (the sandbox's /tmp is private:
@@ -372,6 +385,7 @@ def test_aider_works_and_the_openai_evaluator_judges(sandbox, fake, model_env):
     assert not (sandbox.worktree("ai") / ".aider.chat.history.md").exists()
 
 
+@pytest.mark.slow
 def test_a_supervisor_without_the_agents_key_is_refused_before_the_session_is_handed_over(sandbox, daemon):
     start_supervisor(sandbox)  # from an environment without ANTHROPIC_API_KEY
     env = {"TILTH_WORKER_BACKEND": "claude", "TILTH_EVALUATOR_BACKEND": "claude", "TILTH_CLAUDE_BIN": "/bin/true",

@@ -51,6 +51,7 @@ def commands(parser: argparse.ArgumentParser) -> list[tuple[str, str | None, arg
     return [(name, helps.get(name), sub) for name, sub in action.choices.items()]
 
 
+@pytest.mark.slow
 def test_every_command_and_every_positional_argument_has_help(sandbox):
     listed = sandbox.tilth("--help").stdout
     found = commands(build_parser())
@@ -67,6 +68,7 @@ def test_every_command_and_every_positional_argument_has_help(sandbox):
                 assert " ".join(arg.help.split()[:3]) in " ".join(own.stdout.split())
 
 
+@pytest.mark.slow
 def test_commands_without_an_id_use_the_most_recent_session_and_say_which(sandbox):
     for sid in ("s1", "s2"):
         assert sandbox.start(sid, [task("T-1")]).returncode == 0
@@ -89,6 +91,7 @@ def test_commands_without_an_id_use_the_most_recent_session_and_say_which(sandbo
     assert sandbox.tilth("log", "s2").stderr == ""  # a named session needs no note
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["wait"], ["logs", "-f"]])
 def test_ctrl_c_while_following_exits_130_in_one_line(sandbox, command):
     plan = sandbox.write_json("p.json", [task("T-1")])
@@ -134,6 +137,7 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(sandbox):
     assert (code, errors) == (0, "")
 
 
+@pytest.mark.slow
 def test_a_directory_without_a_plan_and_an_empty_id_are_refused_in_one_line(sandbox):
     base = ["start", "--repo", str(sandbox.repo), "--backend", "scripted", "--foreground"]
     folder = sandbox.root / "plans"

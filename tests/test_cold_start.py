@@ -126,6 +126,7 @@ def home_with_sessions(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("args", [["status", "s1"], ["status", "s3"], ["status", "s1", "--json"], ["status"],
                                   ["status", "--json"], ["logs", "s1", "-n", "5"], ["logs", "-n", "5"],
                                   ["logs", "s3", "-n", "50", "--all"]], ids=lambda a: " ".join(a))
+@pytest.mark.slow
 def test_commands_that_only_look_read_sessions_without_pydantic(home_with_sessions: Path, args: list[str]) -> None:
     result, modules = imported(home_with_sessions, *args)
     assert result.returncode == 0, result.stderr

@@ -9,6 +9,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from conftest import git, task
 from fake_openai import ACCEPT, reply
 from supervised import alive
@@ -94,6 +96,7 @@ def test_an_agent_without_a_case_is_still_evaluated_with_a_case_built_from_its_o
     assert "All finished, I think." in case["summary"] and case["uncertainties"] and case["built_from_output"] is True
 
 
+@pytest.mark.slow
 def test_a_hung_agent_is_killed_with_everything_it_started(sandbox, fake, model_env):
     result, repo = start(sandbox, model_env, "hang", [task("T-1")], TILTH_AGENT_TIMEOUT_S="2",
                          TILTH_MAX_ITERATIONS_PER_TASK="1", TILTH_SANDBOX="off")

@@ -100,6 +100,7 @@ def write_hook(directory, name, body):
     path.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_hook_contract_silent_success_visible_block_and_an_event_always(sandbox, model):
     server, env = model
     log = sandbox.root / "hook-log.txt"
@@ -134,6 +135,8 @@ def test_hook_contract_silent_success_visible_block_and_an_event_always(sandbox,
     assert len(sandbox.commits("s1")) == 1 and "sneaky" not in git(sandbox.repo, "log", "--format=%s", "session/s1")
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_worker_commands_and_file_tools_cannot_escape(sandbox, model):
     if not bwrap_works():
         if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
@@ -186,6 +189,7 @@ def test_an_unconfined_session_says_so(sandbox):
     assert json.loads((sandbox.session_dir("s1") / "session.json").read_text())["sandbox"] == "off"
 
 
+@pytest.mark.slow
 def test_status_shows_the_sandbox_mode(sandbox):
     assert sandbox.start("s1", [task("T-1")], None, env={"TILTH_SANDBOX": "off"}).returncode == 0
     shown = sandbox.tilth("status", "s1")
@@ -200,6 +204,8 @@ def require_bwrap():
         pytest.skip("bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)")
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_the_sandbox_hides_processes_keys_and_git_metadata(sandbox, model):
     require_bwrap()
     server, env = model
@@ -258,6 +264,8 @@ def _tree_digest(directory) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_escape_attempts_fail_and_leave_no_harm_with_the_network_off(sandbox, model):
     require_bwrap()
     server, env = model
@@ -346,6 +354,7 @@ def test_a_moved_branch_is_held_to_the_commit_tilth_last_wrote(sandbox):
     assert git(sandbox.repo, "rev-parse", "main").strip() == main_before
 
 
+@pytest.mark.slow
 def test_a_branch_that_lost_its_base_between_runs_is_refused_in_one_line(sandbox):
     assert sandbox.start("s1", [task("T-1"), task("T-2")], {"tasks": {"T-2": [{"verdict": {
         "verdict": "reject", "concern": "no"}}]}}, env={"TILTH_MAX_ITERATIONS_PER_TASK": "1"}).returncode == 1
@@ -362,6 +371,7 @@ def test_a_branch_that_lost_its_base_between_runs_is_refused_in_one_line(sandbox
     assert result.returncode == 2 and "session branch session/s1 is gone" in result.stderr
 
 
+@pytest.mark.bwrap
 def test_check_commands_and_scripted_commands_run_confined(sandbox):
     require_bwrap()
     tag = uuid.uuid4().hex

@@ -107,6 +107,8 @@ def machine(request) -> Machine:
     shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_the_worker_sees_a_private_home_and_an_allowlisted_environment(machine):
     require_bwrap()
     tilth_home = machine.tilth_home
@@ -131,6 +133,8 @@ def test_the_worker_sees_a_private_home_and_an_allowlisted_environment(machine):
     assert not (machine.user_home / "kept.txt").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_a_listed_variable_reaches_the_agent_and_nothing_else_does(machine):
     require_bwrap()
     result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": ["env > env.txt"]}]}},
@@ -140,6 +144,8 @@ def test_a_listed_variable_reaches_the_agent_and_nothing_else_does(machine):
     assert "HF_TOKEN=" in env and "GITHUB_TOKEN=" not in env
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_root_in_the_sandbox_cannot_remount_or_reach_the_session_or_the_repository(machine):
     require_bwrap()
     session, repo = machine.tilth_home / "sessions" / "s1", machine.repo
@@ -166,6 +172,8 @@ def test_root_in_the_sandbox_cannot_remount_or_reach_the_session_or_the_reposito
     assert [t["status"] for t in json.loads((session / "prd.json").read_text())] == ["done", "done"]
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 @pytest.mark.parametrize("mode", ["off", "bwrap"])
 def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(machine, mode):
     if mode == "bwrap":
@@ -197,6 +205,8 @@ def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(m
         assert "swapped" in results[0], "unconfined, the swap itself succeeds; tilth's git must not follow it"
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_hooks_come_from_the_users_configuration_never_from_the_branch(machine):
     marker = machine.base / "branch-hook-ran"
     hook = machine.repo / ".tilth" / "hooks" / "post_task"
@@ -255,6 +265,8 @@ def test_a_cli_agents_config_directory_is_a_copy_nothing_flows_back_from(tmp_pat
         assert {name: (real / name).read_text() for name in files} == files, "the user's own never changes"
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_the_users_ssh_agent_socket_cannot_be_reached(machine):
     require_bwrap()
     import socket

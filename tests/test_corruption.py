@@ -9,6 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import git, task
 
 from tilth.store.events import EventLog, document
@@ -36,6 +38,7 @@ def empty_loose_object(rev: str, backup: Path) -> str:
             f'cp "$f" {backup} && chmod u+w "$f" && : > "$f"; }}')
 
 
+@pytest.mark.slow
 def test_a_damaged_object_met_mid_run_stops_the_session_with_its_name(sandbox):
     backup = sandbox.root / "readme.bak"
     blob = git(sandbox.repo, "rev-parse", "main:README.md").strip()
@@ -61,6 +64,7 @@ def test_a_damaged_object_met_mid_run_stops_the_session_with_its_name(sandbox):
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2", "T-3"]
 
 
+@pytest.mark.slow
 def test_a_damaged_branch_tip_is_named_by_every_command_that_reads_it(sandbox):
     assert sandbox.start("s1", [task("T-1"), task("T-2")], None, env=OFF).returncode == 0
     tip = git(sandbox.repo, "rev-parse", "session/s1").strip()
@@ -95,6 +99,7 @@ def tear_the_middle(path: Path) -> None:
     path.write_bytes(b"".join(lines[:middle]) + b"\n".join(TORN) + b"\n" + b"".join(lines[middle:]))
 
 
+@pytest.mark.slow
 def test_torn_lines_in_the_middle_of_every_journal_are_skipped(sandbox):
     reject = {"verdict": "reject", "category": "half_finished", "concern": "not yet", "next_step": "finish"}
     scenario = {"tasks": {"T-1": [{"write": {"a.txt": "0\n"}, "verdict": reject}, {"write": {"a.txt": "1\n"}}]}}

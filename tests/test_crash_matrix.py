@@ -39,6 +39,7 @@ def assert_files_intact(sandbox, session_id):
     ("before_failed_commit", FAILING_THEN_ACCEPTING, 3),
     ("after_failed_commit", FAILING_THEN_ACCEPTING, 3),
 ])
+@pytest.mark.slow
 def test_kill_9_then_resume(sandbox, point, tasks, runs_of_t2):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
     scenario = sandbox.write_json("scenario.json", {"tasks": tasks})

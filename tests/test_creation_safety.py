@@ -43,6 +43,7 @@ def staging_dirs(sandbox) -> list[str]:
     return sorted(p.name for p in (sandbox.home / "sessions").glob(".creating-*"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", ["after_worktree", "before_session_dir"])
 def test_a_creation_killed_midway_is_reclaimed_by_the_next_start(sandbox, point):
     kill_9(paused_start(sandbox, "s1", point))
@@ -66,6 +67,7 @@ def test_a_creation_killed_midway_is_reclaimed_by_the_next_start(sandbox, point)
     assert not (sandbox.session_dir("s1") / "creating.json").exists()
 
 
+@pytest.mark.slow
 def test_a_creation_in_progress_is_left_alone_by_another_start(sandbox):
     child = paused_start(sandbox, "s1", "after_worktree")
     try:
@@ -84,6 +86,7 @@ def test_a_creation_in_progress_is_left_alone_by_another_start(sandbox):
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_reclaiming_keeps_a_branch_that_has_commits(sandbox):
     kill_9(paused_start(sandbox, "s1", "after_worktree"))
     worktree = sandbox.worktree("s1")

@@ -12,11 +12,14 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from conftest import MODEL_KEY, git, task
 from supervised import alive, start_supervisor, wait_until
 from tilth.store.lock import is_locked, read_holder, wait_released
 
 
+@pytest.mark.slow
 def test_start_returns_at_once_and_the_session_completes(sandbox, daemon):
     result = daemon.start("s1", [task("T-1"), task("T-2")])
     out = result.stdout
@@ -48,6 +51,7 @@ def test_start_returns_at_once_and_the_session_completes(sandbox, daemon):
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2", "T-3"]
 
 
+@pytest.mark.slow
 def test_at_most_max_parallel_sessions_run_and_the_rest_wait_in_order(sandbox, daemon):
     start_supervisor(sandbox, env={"TILTH_MAX_PARALLEL_SESSIONS": "2"})
     daemon.start_together(*[(sid, [task("T-1"), task("T-2")], daemon.held(sid, "T-1")) for sid in ("a", "b")])
@@ -76,6 +80,7 @@ def test_at_most_max_parallel_sessions_run_and_the_rest_wait_in_order(sandbox, d
     assert daemon.events("c", "session_started")[0]["ts"] >= a_end
 
 
+@pytest.mark.slow
 def test_the_watcher_alone_picks_up_a_new_session_and_a_grown_plan(sandbox, daemon):
     start_supervisor(sandbox, "--rescan", "3600")
     main_before = git(sandbox.repo, "rev-parse", "main")
@@ -92,6 +97,7 @@ def test_the_watcher_alone_picks_up_a_new_session_and_a_grown_plan(sandbox, daem
     assert git(sandbox.repo, "status", "--porcelain") == status_before
 
 
+@pytest.mark.slow
 def test_scheduled_and_dropped_in_sessions_are_picked_up(sandbox, daemon):
     # A rescan once an hour: only the watcher and the scheduled-start job can wake the tick.
     start_supervisor(sandbox, "--rescan", "3600")
@@ -113,6 +119,7 @@ def test_scheduled_and_dropped_in_sessions_are_picked_up(sandbox, daemon):
     assert daemon.settled("later") == "done"
 
 
+@pytest.mark.slow
 def test_kill_9_of_supervisor_and_child_then_resume_makes_one_commit_per_task(sandbox, daemon):
     start_supervisor(sandbox)
     daemon.start("s1", [task("T-1"), task("T-2"), task("T-3")], daemon.held("s1", "T-2", "T-3"))
@@ -140,6 +147,7 @@ def test_kill_9_of_supervisor_and_child_then_resume_makes_one_commit_per_task(sa
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done", "T-3": "done"}
 
 
+@pytest.mark.slow
 def test_stop_lets_the_iteration_finish_and_stop_now_kills(sandbox, daemon):
     start_supervisor(sandbox, env={"TILTH_MAX_PARALLEL_SESSIONS": "3"})
     daemon.start_together(("s1", [task("T-1"), task("T-2")], daemon.held("s1", "T-1")),
@@ -180,6 +188,7 @@ def test_stop_lets_the_iteration_finish_and_stop_now_kills(sandbox, daemon):
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_daemon_stop_lets_iterations_finish_and_queued_sessions_survive(sandbox, daemon):
     pid = start_supervisor(sandbox, env={"TILTH_MAX_PARALLEL_SESSIONS": "1"})
     again = sandbox.tilth("daemon")
@@ -214,6 +223,7 @@ def test_daemon_stop_lets_iterations_finish_and_queued_sessions_survive(sandbox,
     assert f"Environment=TILTH_HOME={sandbox.home}" in unit and "Restart=on-failure" in unit
 
 
+@pytest.mark.slow
 def test_daemon_stop_is_not_held_up_by_a_session_that_will_not_finish_its_iteration(sandbox, daemon):
     start_supervisor(sandbox, env={"TILTH_STOP_GRACE_S": "1"})
     daemon.start("g", [task("T-1"), task("T-2")], daemon.held("g", "T-1"))
@@ -233,6 +243,7 @@ def test_daemon_stop_is_not_held_up_by_a_session_that_will_not_finish_its_iterat
     assert [c["task"] for c in sandbox.commits("g")] == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_settings_travel_with_the_session_not_with_the_supervisor(sandbox, daemon, fake, model_env):
     """A supervisor started from a shell with a dead endpoint and another model runs a session
     started from this shell with this shell's settings; keys stay in the environment."""

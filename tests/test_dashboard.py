@@ -103,6 +103,7 @@ def rejected_then_accepted() -> list[dict]:
             {"write": {"scripted/{task}.md": "second try, better\n"}, "case": {"summary": "covered the gaps"}}]
 
 
+@pytest.mark.browser
 def test_the_pages_follow_a_running_session_live(sandbox, daemon, served, browser, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -196,6 +197,7 @@ def test_unknown_sessions_and_commits_are_404_and_a_damaged_session_is_one_line(
     assert status == 200 and "broken-1" not in body
 
 
+@pytest.mark.slow
 def test_a_non_loopback_bind_needs_a_token_and_every_request_then_carries_it(sandbox, served) -> None:
     refused = sandbox.tilth("serve", "--host", "0.0.0.0", "--port", "0")
     assert refused.returncode == 2
@@ -222,6 +224,7 @@ def test_a_non_loopback_bind_needs_a_token_and_every_request_then_carries_it(san
     assert "dashboard:" not in sandbox.start("without-dash", [task("T-1")]).stdout
 
 
+@pytest.mark.slow
 def test_daemon_serve_runs_the_dashboard_as_a_child_and_stops_it(sandbox, daemon) -> None:
     started = sandbox.tilth("daemon", "--serve", "0")
     assert started.returncode == 0, started.stderr

@@ -10,6 +10,8 @@ import random
 import signal
 import time
 
+import pytest
+
 from conftest import git, run_killing, task, wait_for_pause
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
@@ -109,6 +111,7 @@ def test_blocked_state_survives_a_kill_9_and_the_run_goes_on(sandbox):
     assert "blocked (T-1 failed) T-2" in sandbox.tilth("status", "s1").stdout
 
 
+@pytest.mark.slow
 def test_resume_retries_a_failed_task_below_later_commits_then_its_dependents(sandbox):
     scenario = {"tasks": {"T-1": [{"write": {"t1.py": "half = 1\n"}, "verdict": REJECT},
                                   {"write": {"t1.py": "whole = 1\n"}}]}}
@@ -126,6 +129,7 @@ def test_resume_retries_a_failed_task_below_later_commits_then_its_dependents(sa
     assert "Tasks:      3/3 done, 0 failed" in report and "BLOCKED" not in report
 
 
+@pytest.mark.slow
 def test_a_kill_during_an_independent_task_does_not_mix_it_with_the_failed_ones_edits(sandbox):
     scenario = {"tasks": {"T-1": [{"write": {"t1.py": "half = 1\n"}, "verdict": REJECT},
                                   {"write": {"t1.py": "whole = 1\n"}}],
@@ -181,6 +185,7 @@ def test_continue_after_failure_in_config_toml_is_read_as_its_opposite(tmp_path,
         is False
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_instants_with_a_failure_that_blocks_a_dependent(sandbox):
     """The default path under random kills: T-2 fails once, T-3 (after T-2) waits, T-4 goes on; resumed
     (killed again at random) until a run ends done. No task's commit holds another's work."""

@@ -53,6 +53,8 @@ def assert_one_line_no_space(result: dict) -> None:
     assert "no space left on device" in stderr
 
 
+@pytest.mark.slow
+@pytest.mark.bwrap
 def test_start_on_a_full_disk_leaves_nothing_and_works_once_space_is_freed(tmp_path, sandbox):
     require_sized_tmpfs(tmp_path)
     repo = make_repo(tmp_path / "big-repo", {"README.md": "# big\n"})
@@ -81,6 +83,7 @@ def test_start_on_a_full_disk_leaves_nothing_and_works_once_space_is_freed(tmp_p
     assert git(repo, "cat-file", "-s", "session/s1:big.dat").strip() == str(200 * 1024)
 
 
+@pytest.mark.bwrap
 def test_a_disk_filling_up_mid_run_stops_the_session_and_resume_finishes_it(sandbox, tmp_path):
     require_sized_tmpfs(tmp_path)
     fill_once = "test -e filled || { touch filled; head -c 50M /dev/zero > big.bin; }"

@@ -141,6 +141,7 @@ def cluster(tmp_path):
 THREE = [("T-1", ""), ("T-2", ""), ("T-3", "")]
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(300)
 def test_six_sessions_complete_across_three_workers_with_one_commit_per_task(cluster):
     for name in ("w1", "w2", "w3"):
@@ -164,6 +165,7 @@ def test_six_sessions_complete_across_three_workers_with_one_commit_per_task(clu
     assert tail == logs.stdout.splitlines()[-2:]
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(400)
 def test_a_worker_killed_mid_task_hands_its_session_to_another_with_the_ledger_intact(cluster):
     cluster.worker("w1")
@@ -192,6 +194,7 @@ def test_a_worker_killed_mid_task_hands_its_session_to_another_with_the_ledger_i
     assert cluster.ran_on("k") == ["w1", "w2"]
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
     client = redis.Redis.from_url(cluster.redis.url)
@@ -211,6 +214,7 @@ def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
     assert cluster.commits("l1") == THREE
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_worker_that_lost_its_lease_pushes_nothing_more(cluster):
     cluster.worker("w1")
@@ -227,6 +231,7 @@ def test_a_worker_that_lost_its_lease_pushes_nothing_more(cluster):
     assert client.get("tilth:lease:x1") == b"the-new-holder:1:beef", "the new holder's lease is untouched"
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_stop_from_a_third_machine_stops_the_remote_session(cluster):
     cluster.worker("w1")
@@ -242,6 +247,7 @@ def test_stop_from_a_third_machine_stops_the_remote_session(cluster):
     assert record["state"] == "stopped" and "tilth stop" in record["reason"]
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(200)
 def test_a_broker_restarted_mid_run_loses_no_session(cluster):
     cluster.worker("w1")
@@ -258,6 +264,7 @@ def test_a_broker_restarted_mid_run_loses_no_session(cluster):
     assert logs.count("[T-3] done: commit") == 1, "the mirror caught up after the outage, without repeats"
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_worker_shut_down_hands_its_session_back_to_the_queue(cluster):
     cluster.worker("w1")
@@ -276,6 +283,7 @@ def test_a_worker_shut_down_hands_its_session_back_to_the_queue(cluster):
     assert [e["data"]["state"] for e in events if e["type"] == "session_end"] == ["stopped", "done"]
 
 
+@pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(cluster):
     cluster.worker("w1")

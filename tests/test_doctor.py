@@ -8,6 +8,8 @@ import shutil
 import signal
 import subprocess
 
+import pytest
+
 from conftest import git, task, wait_for_pause
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
@@ -48,6 +50,7 @@ def snapshot(sandbox, session_id):
             if p.is_file() and p.name != "session.lock"}
 
 
+@pytest.mark.slow
 def test_a_healthy_session_is_all_ok_and_exits_0(sandbox):
     done_session(sandbox)
     result = doctor(sandbox, "s1")
@@ -66,6 +69,7 @@ def test_a_healthy_session_is_all_ok_and_exits_0(sandbox):
     assert {f["level"] for f in as_json} == {"ok"} and {f["session"] for f in as_json} == {"s1"}
 
 
+@pytest.mark.slow
 def test_a_status_that_disagrees_with_the_branch_is_corrected(sandbox):
     commits = done_session(sandbox)
     plan = sandbox.plan("s1")
@@ -89,6 +93,7 @@ def test_a_status_that_disagrees_with_the_branch_is_corrected(sandbox):
     assert doctor(sandbox, "s1").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_missing_progress_line_is_written_from_the_commit(sandbox):
     env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
     result = sandbox.start("s1", [task("T-1"), task("T-2")], {"tasks": {"T-1": [{"verdict": REJECT}]}}, env=env)
@@ -117,6 +122,7 @@ def test_a_missing_progress_line_is_written_from_the_commit(sandbox):
     assert len(sandbox.commits("s1")) == 2
 
 
+@pytest.mark.slow
 def test_a_torn_journal_line_is_moved_aside_and_the_summary_rebuilt(sandbox):
     done_session(sandbox)
     events = sandbox.session_dir("s1") / "events.jsonl"
@@ -144,6 +150,7 @@ def test_a_torn_journal_line_is_moved_aside_and_the_summary_rebuilt(sandbox):
     assert doctor(sandbox, "s1").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_dead_runner_is_recorded_crashed_and_a_live_one_is_only_checked(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
     scenario = sandbox.write_json("scenario.json", WRITES)
@@ -187,6 +194,7 @@ def test_a_dead_runner_is_recorded_crashed_and_a_live_one_is_only_checked(sandbo
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2", "T-3"]
 
 
+@pytest.mark.slow
 def test_a_deleted_worktree_is_recreated_from_the_branch(sandbox):
     commits = done_session(sandbox)
     worktree = sandbox.worktree("s1")
@@ -209,6 +217,7 @@ def test_a_deleted_worktree_is_recreated_from_the_branch(sandbox):
     assert doctor(sandbox, "s1").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_branch_moved_by_hand_needs_a_person_and_is_not_fixed(sandbox):
     commits = done_session(sandbox)
     # `git branch -f` refuses a branch a worktree has checked out; this is the same move.
@@ -238,6 +247,7 @@ def test_a_branch_moved_by_hand_needs_a_person_and_is_not_fixed(sandbox):
     assert doctor(sandbox, "s1").returncode == 0
 
 
+@pytest.mark.slow
 def test_all_checks_every_session(sandbox):
     done_session(sandbox, "s1", ("T-1",))
     done_session(sandbox, "s2", ("T-1", "T-2"))
@@ -266,6 +276,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(sandbox):
     assert not (sandbox.home / "sessions" / "nope").exists()
 
 
+@pytest.mark.slow
 def test_a_repeated_progress_line_is_moved_aside_and_a_lost_verdict_needs_a_person(sandbox):
     commits = done_session(sandbox, "s1", ("T-1", "T-2"))
     progress = sandbox.session_dir("s1") / "progress.txt"
@@ -292,6 +303,7 @@ def test_a_repeated_progress_line_is_moved_aside_and_a_lost_verdict_needs_a_pers
     assert len(lines(fixed, "needs a person")) == 1
 
 
+@pytest.mark.slow
 def test_a_parked_task_is_parked_in_the_plan_and_in_progress(sandbox):
     ask = {"verdict": "needs_human", "category": "unclear", "concern": "two APIs", "question": "Which API?"}
     result = sandbox.start("s1", [task("T-1"), task("T-2")], {"tasks": {"T-1": [{"write": {"q.py": "1\n"},

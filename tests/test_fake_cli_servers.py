@@ -17,7 +17,7 @@ import pytest
 
 import fake_anthropic as fa
 import fake_responses as fr
-from cli_agents import agent_bin
+from cli_agents import agent_bin, missing
 from fake_anthropic import FakeAnthropic
 from fake_responses import FakeResponses
 
@@ -331,8 +331,8 @@ def test_responses_non_streaming_and_fifo(resp_server):
     assert json.loads(resp.read())["output"][0]["content"][0]["text"] == "fallback"
     resp, conn3 = post(resp_server.base_url, "/v1/responses", RESP)
     assert resp.status == 500 and read_error(resp)["error"]["type"] == "server_error"
-    for conn in (conn, conn2, conn3):
-        conn.close()
+    for each in (conn, conn2, conn3):
+        each.close()
 
 
 def test_responses_failed_and_error_event(resp_server):
@@ -401,7 +401,7 @@ def test_responses_models_auth_and_request_log():
 def cli(name: str) -> Path:
     path = agent_bin(name)
     if shutil.which("timeout") is None or shutil.which("git") is None:
-        pytest.skip("needs `timeout` and `git`")
+        missing("the real CLI tests need `timeout` and `git` on PATH (coreutils, git)")
     return path
 
 
@@ -421,6 +421,8 @@ def run_cli(argv: list[str], env: dict[str, str], cwd: Path, prompt: Path, tmp_p
     return proc.returncode, events, proc.stderr.decode(errors="replace")
 
 
+@pytest.mark.slow
+@pytest.mark.cli_agents
 def test_real_claude_code_writes_a_file(tmp_path):
     claude = cli("claude")
     repo = git_repo(tmp_path / "repo")
@@ -455,6 +457,7 @@ def test_real_claude_code_writes_a_file(tmp_path):
     assert posts[1]["body"]["messages"][-1]["content"][0]["type"] == "tool_result"
 
 
+@pytest.mark.cli_agents
 def test_real_codex_applies_a_patch(tmp_path):
     codex = cli("codex")
     repo = git_repo(tmp_path / "repo")

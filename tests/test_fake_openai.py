@@ -41,7 +41,7 @@ def test_text_reply_with_usage_and_cost(server, client):
     assert resp.choices[0].finish_reason == "stop"
     assert (resp.usage.prompt_tokens, resp.usage.completion_tokens, resp.usage.total_tokens) == (7, 3, 10)
     assert resp.usage.model_extra == {"cost": 0.0125}
-    assert getattr(resp.usage, "cost") == 0.0125
+    assert resp.usage.cost == 0.0125
 
 
 def test_tool_call_reply(server, client):

@@ -66,6 +66,7 @@ def test_undocumented_event_types_are_refused(tmp_path):
     assert not (tmp_path / "events.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_every_emitted_event_in_a_session_is_documented_with_the_right_shape(sandbox):
     import importlib
     import pkgutil
@@ -87,6 +88,7 @@ def test_every_emitted_event_in_a_session_is_documented_with_the_right_shape(san
         assert event["type"] in DOCUMENTED
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_and_says_it_is_scripted(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TILTH_")}
     result = subprocess.run([sys.executable, "-m", "tilth.cli.demo", "--dir", str(tmp_path / "demo")],
@@ -111,6 +113,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_of_atomic_writes_leaves_the_old_or_the_new_file(tmp_path):
     import random
     import signal

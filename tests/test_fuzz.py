@@ -239,6 +239,7 @@ def check_parse(data: bytes, source: str) -> list[Task] | None:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @UNIT
 @given(data=st.binary(max_size=400), source=SOURCES)
 @example(data=b"", source="prd.json")
@@ -249,6 +250,7 @@ def test_parse_plan_arbitrary_bytes(data, source):
     check_parse(data, source)
 
 
+@pytest.mark.slow
 @UNIT
 @given(data=JSON_BYTES, source=SOURCES)
 @example(data=b"[NaN]", source="p")
@@ -258,6 +260,7 @@ def test_parse_plan_arbitrary_json(data, source):
     check_parse(data, source)
 
 
+@pytest.mark.slow
 @settings(UNIT, max_examples=400)
 @given(data=NEAR_VALID_BYTES, source=SOURCES)
 @example(data=json.dumps([task("T-1"), task("T-1")]).encode(), source="prd.json")
@@ -268,12 +271,14 @@ def test_parse_plan_near_valid_plans(data, source):
     check_parse(data, source)
 
 
+@pytest.mark.slow
 @settings(UNIT, max_examples=100)
 @given(data=mangled_bytes())
 def test_parse_plan_mangled_valid_plans(data):
     check_parse(data, "sessions/x/prd.json")
 
 
+@pytest.mark.slow
 def test_near_valid_generator_yields_both_outcomes():
     """The generator must not degenerate into only-valid or only-invalid plans."""
     outcomes = set()
@@ -355,6 +360,7 @@ def check_round_trip(plan: list[dict], changes: dict[str, TaskStatus], style: in
         assert after == before and canonical(after) == canonical(before)
 
 
+@pytest.mark.slow
 @settings(UNIT, max_examples=120)
 @given(data=st.data(), style=st.integers(0, 3))
 def test_set_statuses_preserves_every_other_key(data, style):
@@ -578,6 +584,7 @@ def check_settings(home: Path, env: dict[str, str]) -> Settings | None:
        has_file=st.integers(0, 5))
 @example(config=('max_iterations_per_task = "5"\n', {"max_iterations_per_task": "5"}), env={}, other_env={},
          has_file=1)
+@pytest.mark.slow
 @example(config=("prices = { m = { prompt = -1.0, completion = 1.0 } }\n", None), env={}, other_env={}, has_file=1)
 @example(config=("", {}), env={"max_parallel_sessions": "0", "context_files": " , "}, other_env={}, has_file=1)
 def test_load_settings_from_generated_config_and_env(monkeypatch, config, env, other_env, has_file):
@@ -596,6 +603,7 @@ def test_load_settings_from_generated_config_and_env(monkeypatch, config, env, o
         check_settings(home, env)
 
 
+@pytest.mark.slow
 def test_config_generators_yield_both_outcomes(monkeypatch):
     outcomes = set()
 
@@ -716,6 +724,7 @@ def _is_bad_plan(data: bytes) -> bool:
     return False
 
 
+@pytest.mark.slow
 @E2E
 @given(data=INVALID_PLAN_BYTES.filter(_is_bad_plan))
 def test_start_with_generated_bad_plan_leaves_nothing(shared_repo, data):
@@ -725,6 +734,7 @@ def test_start_with_generated_bad_plan_leaves_nothing(shared_repo, data):
         start_and_check_refused(shared_repo, Path(tmp) / "home", plan, names=str(plan))
 
 
+@pytest.mark.slow
 @settings(E2E, suppress_health_check=[*E2E.suppress_health_check, HealthCheck.function_scoped_fixture])
 @given(config=config_texts(bad=True))
 def test_start_with_generated_bad_config_leaves_nothing(shared_repo, monkeypatch, config):

@@ -5,8 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import git, task
 from fake_openai import ACCEPT, SUBMIT, call, reply
+
+pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "hooks"
 

@@ -25,6 +25,8 @@ try:
 except ImportError:  # pragma: no cover - depends on the venv
     openai = None
 
+pytestmark = pytest.mark.llama
+
 WRITE_FILE = {
     "type": "function",
     "function": {
@@ -70,7 +72,7 @@ def _collect_stream(stream) -> tuple[int, str | None, list[tuple[set[str], str]]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_forced_tool_call_round_trips_through_the_openai_sdk(llama_server: LlamaServer, stream: bool):
+def test_forced_tool_call_round_trips_through_the_openai_sdk(llama_server: LlamaServer, stream: bool):  # noqa: F811
     if openai is None:
         skip_unless_required("the `openai` SDK is not installed in this venv (add it to the test extra)")
     client = openai.OpenAI(base_url=llama_server.base_url, api_key="unused", max_retries=0, timeout=60)

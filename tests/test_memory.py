@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from conftest import git, make_repo, task
 from tilth.core.config import Settings
 from tilth.store.home import SessionPaths
@@ -31,6 +33,7 @@ def conventions_repo(sandbox, files):
     sandbox.repo = make_repo(sandbox.root / "conv-repo", files)
 
 
+@pytest.mark.slow
 def test_worker_channels_in_order_with_memory_load_events(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Use tabs.\n", "CLAUDE.md": "Prefer pathlib.\n"})
     scenario = {"tasks": {"T-1": [{"notes": {"layout": "Entry point is main.py\nmore detail"}, "write": {"{task}.txt": "x\n"},
@@ -52,6 +55,7 @@ def test_worker_channels_in_order_with_memory_load_events(sandbox):
     assert "layout" not in git(sandbox.repo, "ls-tree", "-r", "--name-only", "session/s1")
 
 
+@pytest.mark.slow
 def test_conventions_come_from_the_committed_tree_and_respect_the_override(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Original rules.\n", "STYLE.md": "House style.\n"})
     scenario = {"tasks": {"T-1": [{"write": {"AGENTS.md": "Rewritten by the worker.\n"}}]}}
@@ -65,6 +69,7 @@ def test_conventions_come_from_the_committed_tree_and_respect_the_override(sandb
     assert "Rewritten by the worker." in worker_t2, "once committed, the new rules are the branch's rules"
 
 
+@pytest.mark.slow
 def test_each_channel_is_capped_with_a_visible_marker(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "rule " * 5000})
     env = {"TILTH_CONVENTIONS_CHARS": "500", "TILTH_PLAN_CHARS": "200"}
@@ -89,6 +94,7 @@ def test_retry_prompts_carry_the_previous_verdict_to_worker_and_evaluator(sandbo
     assert "edge case X untested" in evaluator_second and "tests/test_x.py has one case" in evaluator_second
 
 
+@pytest.mark.slow
 def test_summary_replaces_a_longer_journal_and_is_regenerated_when_stale(sandbox):
     plan = [task(f"T-{i:02d}", f"Task {i}") for i in range(1, 26)]
     env = {"TILTH_SUMMARY_RECENT_TASKS": "1", "TILTH_SUMMARY_LEARNINGS": "2", "TILTH_SUMMARY_TABLE_ROWS": "3"}
@@ -115,9 +121,11 @@ def test_summary_replaces_a_longer_journal_and_is_regenerated_when_stale(sandbox
     assert summary_path(paths).exists()
 
 
+@pytest.mark.slow
 def test_learnings_are_proposed_per_task_and_never_touch_agents_md(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Rules.\n"})
-    scenario = {"tasks": {"T-1": [{"learnings": ["The CLI lives in app/cli.py"], "write": {"{task}.txt": "x\n"}}], "T-2": [{"write": {"{task}.txt": "x\n"}}]}}
+    scenario = {"tasks": {"T-1": [{"learnings": ["The CLI lives in app/cli.py"], "write": {"{task}.txt": "x\n"}}],
+                          "T-2": [{"write": {"{task}.txt": "x\n"}}]}}
     assert sandbox.start("s1", [task("T-1", "Add CLI"), task("T-2")], scenario).returncode == 0
     text = (sandbox.session_dir("s1") / "proposed-learnings.md").read_text()
     assert "## From T-1 — Add CLI\n- The CLI lives in app/cli.py" in text and "From T-2" not in text
@@ -129,6 +137,7 @@ def test_learnings_are_proposed_per_task_and_never_touch_agents_md(sandbox):
     assert learning_prompt.startswith("Task T-1: Add CLI") and "NONE" in learning_prompt
 
 
+@pytest.mark.slow
 def test_no_worker_prompt_mentions_harness_mechanics(sandbox):
     conventions_repo(sandbox, {"AGENTS.md": "Rules.\n"})
     scenario = {"tasks": {"T-1": [{"verdict": REJECT, "notes": {"n": "note"}}, {"learnings": ["x"], "write": {"{task}.txt": "x\n"}}]},

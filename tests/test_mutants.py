@@ -5,6 +5,7 @@ changed. Real repos, real `tilth` processes, the fake model server."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,7 @@ def verdict(decision: str, concern: str = "") -> tuple[str, str]:
     ("before_commit", {}, 0),
     ("before_failed_commit", {"T-2": [{"verdict": REJECT}]}, 1),
 ])
+@pytest.mark.slow
 def test_a_branch_moved_after_the_verdict_is_set_back_before_the_task_commit(sandbox, point, scenario, code):
     """The branch moves between staging and the commit (here while the run is paused there)."""
     plan = sandbox.write_json("p.json", [task("T-1"), task("T-2")])
@@ -79,6 +81,7 @@ def test_every_outcome_is_announced_with_its_commit(sandbox):
                                                                          ("T-2", "failed", failed)]
 
 
+@pytest.mark.slow
 def test_agent_commits_left_by_a_killed_run_are_folded_on_resume(sandbox):
     """Unconfined, the agent commits twice; the run is killed before tilth stages, so the
     commits are still on the branch when the next run starts."""
@@ -106,6 +109,7 @@ def test_agent_commits_left_by_a_killed_run_are_folded_on_resume(sandbox):
     assert [(e["task"], sorted(e["data"]["shas"]), e["data"]["onto"]) for e in folded] == [(None, sorted(left), base)]
 
 
+@pytest.mark.slow
 def test_an_accept_after_a_reject_is_committed_not_redone_after_a_kill(sandbox):
     """Killed between the second attempt's accept and its commit: recovery commits that
     attempt (the ledger's last entry), it does not retry the task."""
@@ -127,6 +131,7 @@ def test_an_accept_after_a_reject_is_committed_not_redone_after_a_kill(sandbox):
     assert recovered == [("T-1", 2)]
 
 
+@pytest.mark.slow
 def test_without_bubblewrap_auto_runs_unconfined_and_bwrap_is_refused(sandbox, tmp_path):
     """A PATH with git and bash but no bwrap: `auto` says it runs unconfined, `bwrap` refuses
     before anything is created."""
@@ -149,11 +154,14 @@ def test_without_bubblewrap_auto_runs_unconfined_and_bwrap_is_refused(sandbox, t
     assert git(sandbox.repo, "show", "session/s2:ran.txt") == "ran\n"
 
 
+@pytest.mark.bwrap
 def test_a_key_in_config_toml_is_hidden_from_confined_commands(sandbox):
     """config.toml may hold the API key; under bubblewrap the agent's commands cannot read it.
     The home is outside /tmp (as ~/.tilth is), since the sandbox's private /tmp hides it anyway."""
     if subprocess.run(["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--proc", "/proc", "true"],
                       capture_output=True).returncode != 0:
+        if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
+            pytest.fail("TILTH_REQUIRE_BWRAP=1 but bubblewrap cannot run here")
         pytest.skip("bubblewrap cannot run here")
     home = Path(tempfile.mkdtemp(prefix="tilth-home-", dir="/var/tmp"))
     try:
@@ -170,6 +178,7 @@ def test_a_key_in_config_toml_is_hidden_from_confined_commands(sandbox):
         shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_the_evaluator_call_cap_counts_only_evaluator_calls(sandbox):
     """Three worker calls and one evaluator call in the first attempt: a cap of 2 evaluator
     calls per task still allows the second attempt, which is accepted."""

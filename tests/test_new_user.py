@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from conftest import git, task
 from fake_openai import FakeOpenAI, fault, reply
 
@@ -16,6 +18,7 @@ from tilth.views.tally import tally
 EMPTY_ACCEPT = {"tasks": {"T-1": [{"case": {"summary": "Nothing to do."}}]}}
 
 
+@pytest.mark.slow
 def test_accepted_empty_diff_is_rejected_as_no_change(sandbox):
     result = sandbox.start("s1", [task("T-1")], EMPTY_ACCEPT, env={"TILTH_MAX_ITERATIONS_PER_TASK": "2"})
     assert result.returncode == 1, result.stderr
@@ -44,6 +47,7 @@ def test_allow_empty_task_is_done_with_an_empty_commit_and_only_that_one(sandbox
     assert json.loads((sandbox.session_dir("s1") / "prd.json").read_text())[0]["allow_empty"] is True
 
 
+@pytest.mark.slow
 def test_a_stopped_session_says_why_in_status_report_and_pr_body(sandbox):
     with FakeOpenAI() as fake:
         fake.enqueue("worker", *[fault(500, "upstream exploded")] * 2)
@@ -68,6 +72,7 @@ def test_a_stopped_session_says_why_in_status_report_and_pr_body(sandbox):
     assert "**The session ended stopped:** the worker model (worker) call failed" in body
 
 
+@pytest.mark.slow
 def test_a_run_clears_the_reason_of_the_last_stop(sandbox):
     with FakeOpenAI() as fake:
         fake.enqueue("worker", fault(500), fault(500), reply(tool_calls=[
@@ -115,6 +120,7 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_preflight_refuses_an_unreachable_endpoint_and_creates_nothing(sandbox):
     url = f"http://127.0.0.1:{closed_port()}/v1"
     result = start_openai(sandbox, model_env(url))
@@ -125,6 +131,7 @@ def test_preflight_refuses_an_unreachable_endpoint_and_creates_nothing(sandbox):
     assert_nothing_created(sandbox)
 
 
+@pytest.mark.slow
 def test_preflight_refuses_a_rejected_key_and_creates_nothing(sandbox):
     with FakeOpenAI(models=["worker"], api_key="sk-the-right-one-0000") as fake:
         result = start_openai(sandbox, model_env(fake.base_url))
@@ -136,6 +143,7 @@ def test_preflight_refuses_a_rejected_key_and_creates_nothing(sandbox):
     assert_nothing_created(sandbox)
 
 
+@pytest.mark.slow
 def test_preflight_refuses_an_unknown_model_and_names_the_known_ones(sandbox):
     with FakeOpenAI(models=["worker", "gpt-small"]) as fake:
         result = start_openai(sandbox, model_env(fake.base_url, TILTH_EVALUATOR_MODEL="no-such-model"))
@@ -148,6 +156,7 @@ def test_preflight_refuses_an_unknown_model_and_names_the_known_ones(sandbox):
     assert_nothing_created(sandbox)
 
 
+@pytest.mark.slow
 def test_preflight_passes_a_server_without_a_model_route_and_can_be_switched_off(sandbox):
     with FakeOpenAI() as fake:  # lists only scripted models and has no /v1/models/<id>: no proof either way
         fake.enqueue("worker", fault(500, "boom", headers={"x-should-retry": "false"}))

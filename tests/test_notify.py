@@ -101,6 +101,7 @@ def notify_events(sandbox, sid: str) -> list[dict]:
     return [e for e in sandbox.events(sid) if e["type"] in ("notify_sent", "notify_failed")]
 
 
+@pytest.mark.slow
 def test_a_finished_session_sends_its_short_report(sandbox, receiver):
     result = sandbox.start("s1", [task("T-1"), task("T-2"), task("T-3")], None,
                            env={"TILTH_NOTIFY": receiver.url})
@@ -122,6 +123,7 @@ def test_a_finished_session_sends_its_short_report(sandbox, receiver):
     no_url_anywhere(sandbox.session_dir("s1"), receiver.url, result.stdout, result.stderr)
 
 
+@pytest.mark.slow
 def test_a_failed_task_is_told_while_the_session_goes_on(sandbox, receiver):
     env = {"TILTH_NOTIFY": receiver.url, "TILTH_MAX_ITERATIONS_PER_TASK": "1"}  # by default the others go on
     scenario = {"tasks": {"T-1": [{"write": {"a.py": "x = 1\n"}, "verdict": REJECT}]}}
@@ -139,6 +141,7 @@ def test_a_failed_task_is_told_while_the_session_goes_on(sandbox, receiver):
     no_url_anywhere(sandbox.session_dir("s1"), receiver.url, result.stdout, result.stderr)
 
 
+@pytest.mark.slow
 def test_with_stop_on_failure_the_end_alone_tells_of_the_failed_task(sandbox, receiver):
     env = {"TILTH_NOTIFY": receiver.url, "TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_STOP_ON_FAILURE": "true"}
     scenario = {"tasks": {"T-1": [{"write": {"a.py": "x = 1\n"}, "verdict": REJECT}]}}
@@ -149,6 +152,7 @@ def test_with_stop_on_failure_the_end_alone_tells_of_the_failed_task(sandbox, re
     assert len(notify_events(sandbox, "s1")) == 1
 
 
+@pytest.mark.slow
 def test_a_tripped_cap_is_told_once_naming_the_cap(sandbox, receiver):
     env = {"TILTH_NOTIFY": receiver.url, "TILTH_MAX_WALL_CLOCK_S": "0.001"}
     result = sandbox.start("s1", [task("T-1"), task("T-2")], None, env=env)
@@ -163,6 +167,7 @@ def test_a_tripped_cap_is_told_once_naming_the_cap(sandbox, receiver):
     no_url_anywhere(sandbox.session_dir("s1"), receiver.url, result.stdout, result.stderr)
 
 
+@pytest.mark.slow
 def test_a_dead_receiver_is_an_event_and_the_session_ends_normally(sandbox):
     url = closed_port_url()
     begun = time.monotonic()
@@ -180,6 +185,7 @@ def test_a_dead_receiver_is_an_event_and_the_session_ends_normally(sandbox):
     no_url_anywhere(sandbox.session_dir("s1"), url, result.stdout, result.stderr)
 
 
+@pytest.mark.slow
 def test_a_killed_runner_is_told_once_by_the_supervisor(sandbox, daemon, receiver):
     sandbox.env["TILTH_NOTIFY"] = receiver.url
     start_supervisor(sandbox, env={"TILTH_AUTO_RESUME_BACKOFF_S": "0.5"})
@@ -223,6 +229,7 @@ def test_send_never_raises_and_never_names_a_url():
         listener.close()
 
 
+@pytest.mark.slow
 def test_the_urls_are_never_shown_by_config_nor_published_by_the_supervisor(sandbox, daemon):
     url = "json://127.0.0.1:9/hook-token-0123456789abcdef"
     env = {"TILTH_NOTIFY": url}
@@ -237,6 +244,7 @@ def test_the_urls_are_never_shown_by_config_nor_published_by_the_supervisor(sand
     assert "token-0123456789" not in other.stdout + other.stderr
 
 
+@pytest.mark.slow
 def test_a_parked_task_asks_for_its_answer_and_the_end_says_waiting(sandbox, receiver):
     scenario = {"tasks": {"T-1": [{"write": {"a.py": "x = 1\n"},
                                    "needs_human": {"question": "Which API do we keep?", "context": "two exist"}}]}}

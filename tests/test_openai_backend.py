@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import MODEL_KEY as KEY
 from conftest import git, task
 from fake_openai import call, drop, fault, raw, reply
@@ -39,6 +41,7 @@ def first_user(body) -> str:
     return next(m["content"] for m in body["messages"] if m["role"] == "user")
 
 
+@pytest.mark.slow
 def test_whole_task_through_worker_tools_and_evaluator(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[WRITE]), reply(tool_calls=[case()]))
     fake.enqueue("evaluator", reply(tool_calls=[call("read_file", path="hello.py")]),
@@ -70,6 +73,7 @@ def test_whole_task_through_worker_tools_and_evaluator(sandbox, fake, model_env)
     assert calls[0]["cost_source"] == "unknown"
 
 
+@pytest.mark.slow
 def test_transient_faults_are_retried_and_each_attempt_is_an_event(sandbox, fake, model_env):
     fake.enqueue("worker", fault(429, headers={"Retry-After": "0"}), fault(503), drop(), raw(200, b"{}"),
                  raw(200, b'{"error": {"message": "overloaded"}}'), reply(tool_calls=[WRITE, case()]))
@@ -81,6 +85,7 @@ def test_transient_faults_are_retried_and_each_attempt_is_an_event(sandbox, fake
     assert attempts == ["rate_limited", "server_error", "connection_error", "empty_reply", "empty_reply", "ok"]
 
 
+@pytest.mark.slow
 def test_persistent_failure_stops_resumably(sandbox, fake, model_env):
     fake.enqueue("worker", *[fault(500)] * 3)
     env = {**model_env, "TILTH_MAX_RETRIES": "2"}
@@ -94,6 +99,7 @@ def test_persistent_failure_stops_resumably(sandbox, fake, model_env):
     assert len(sandbox.commits("s1")) == 1
 
 
+@pytest.mark.slow
 def test_client_errors_are_not_retried(sandbox, fake, model_env):
     fake.enqueue("worker", fault(401, {"error": {"message": "bad key"}}))
     result = start(sandbox, model_env)
@@ -101,6 +107,7 @@ def test_client_errors_are_not_retried(sandbox, fake, model_env):
     assert len(bodies(fake, "worker")) == 1
 
 
+@pytest.mark.slow
 def test_malformed_arguments_unknown_tools_and_length_cutoffs_reach_the_model(sandbox, fake, model_env):
     fake.enqueue("worker",
                  reply(tool_calls=[("write_file", '{"path": "a.py", "content": ')]),
@@ -119,6 +126,7 @@ def test_malformed_arguments_unknown_tools_and_length_cutoffs_reach_the_model(sa
     assert refused.startswith("error:") and "root:" not in refused
 
 
+@pytest.mark.slow
 def test_step_cap_without_a_case_is_a_no_case_rejection(sandbox, fake, model_env):
     fake.enqueue("worker", *[reply(tool_calls=[call("list_files")])] * 2, reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
@@ -130,6 +138,7 @@ def test_step_cap_without_a_case_is_a_no_case_rejection(sandbox, fake, model_env
     assert len(bodies(fake, "evaluator")) == 1, "no evaluator call for an iteration without a case"
 
 
+@pytest.mark.slow
 def test_unparseable_verdicts_are_retried_then_recorded_as_parse_failed(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[WRITE, case()]), reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(content="Looks fine to me."),
@@ -146,6 +155,7 @@ def test_unparseable_verdicts_are_retried_then_recorded_as_parse_failed(sandbox,
     assert "could not be parsed" in evaluator[1]["messages"][-1]["content"]
 
 
+@pytest.mark.slow
 def test_a_failing_check_can_never_be_accepted(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[WRITE]), reply(tool_calls=[case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
@@ -161,6 +171,7 @@ def test_a_failing_check_can_never_be_accepted(sandbox, fake, model_env):
     assert sandbox.commits("s1")[0]["outcome"] == "failed"
 
 
+@pytest.mark.slow
 def test_spend_cap_stops_between_iterations_and_resumes_when_raised(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[WRITE, case()], cost=0.4), reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict("reject")], cost=0.4), reply(tool_calls=[verdict()]))
@@ -177,6 +188,7 @@ def test_spend_cap_stops_between_iterations_and_resumes_when_raised(sandbox, fak
     assert len(sandbox.commits("s1")) == 1
 
 
+@pytest.mark.slow
 def test_evaluator_call_cap_and_price_table(sandbox, fake, model_env):
     (sandbox.home).mkdir(parents=True, exist_ok=True)
     (sandbox.home / "config.toml").write_text('[prices.worker]\nprompt = 1000000\ncompletion = 0\n')
@@ -189,6 +201,7 @@ def test_evaluator_call_cap_and_price_table(sandbox, fake, model_env):
     assert worker_calls[0]["cost_usd"] == 10.0 and worker_calls[0]["cost_source"] == "price_table"
 
 
+@pytest.mark.slow
 def test_streaming_mode_runs_a_whole_task(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[WRITE]), reply(tool_calls=[case()]))
     fake.enqueue("evaluator", reply(content="Checked.", tool_calls=[verdict()]))
@@ -199,6 +212,7 @@ def test_streaming_mode_runs_a_whole_task(sandbox, fake, model_env):
     assert all(e["data"]["total_tokens"] == 15 for e in sandbox.events("s1") if e["type"] == "model_call")
 
 
+@pytest.mark.slow
 def test_the_api_key_never_reaches_the_session_dir_or_the_agent(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[call("bash", command="env > seen-env.txt; echo done")]),
                  reply(tool_calls=[case(summary=f"The key is {KEY}")]))
@@ -212,6 +226,7 @@ def test_the_api_key_never_reaches_the_session_dir_or_the_agent(sandbox, fake, m
     assert fake.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
 
 
+@pytest.mark.slow
 def test_missing_model_settings_are_named_and_nothing_is_created(sandbox, fake):
     cases = [
         ({"TILTH_BASE_URL": fake.base_url}, "TILTH_WORKER_MODEL"),
@@ -239,6 +254,7 @@ def test_config_shows_sources_and_masks_keys(sandbox):
     assert KEY not in result.stdout
 
 
+@pytest.mark.slow
 def test_notes_tools_and_nothing_sent_to_the_worker_model_names_harness_files(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[call("note_write", name="layout", text="Entry: main.py\nmore")]),
                  reply(tool_calls=[call("note_read", name="layout"), call("note_read", name="../escape")]),
@@ -256,6 +272,7 @@ def test_notes_tools_and_nothing_sent_to_the_worker_model_names_harness_files(sa
         assert word not in sent, word
 
 
+@pytest.mark.slow
 def test_make_demo_uses_the_model_when_base_url_is_set(tmp_path, fake):
     import os
     import subprocess

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
+
 from conftest import git, task, wait_for_pause
 
 QUESTION = "Keep the v1 API or move every caller to v2?"
@@ -34,6 +36,7 @@ def tree(sandbox, ref: str) -> set[str]:
     return set(git(sandbox.repo, "ls-tree", "-r", "--name-only", ref).split())
 
 
+@pytest.mark.slow
 def test_a_parked_task_waits_while_independent_tasks_go_on_and_the_session_ends_waiting(sandbox):
     result = sandbox.start("s1", plan3(), T2_ASKS)
     assert result.returncode == 5, result.stderr
@@ -75,6 +78,7 @@ def test_a_parked_task_waits_while_independent_tasks_go_on_and_the_session_ends_
     assert waited.returncode == 5, waited.stdout + waited.stderr
 
 
+@pytest.mark.slow
 def test_an_answer_requeues_the_session_under_the_supervisor_and_reaches_the_next_prompts(sandbox, daemon):
     result = sandbox.start("s1", plan3(), T2_ASKS)
     assert result.returncode == 5, result.stderr
@@ -103,6 +107,7 @@ def test_an_answer_requeues_the_session_under_the_supervisor_and_reaches_the_nex
     assert "task_answered" in types and types.count("session_queued") >= 1
 
 
+@pytest.mark.slow
 def test_a_placeholder_still_at_head_is_unwound_so_the_task_is_one_commit(sandbox, daemon):
     result = sandbox.start("s1", [task("T-001"), task("T-002")], T2_ASKS)
     assert result.returncode == 5
@@ -115,6 +120,7 @@ def test_a_placeholder_still_at_head_is_unwound_so_the_task_is_one_commit(sandbo
     assert any(e["type"] == "placeholder_unwound" and e["task"] == "T-002" for e in sandbox.events("s1"))
 
 
+@pytest.mark.slow
 def test_answered_attempts_start_over_and_the_evaluator_cannot_park_twice_on_one_question(sandbox, daemon):
     ask = {"verdict": "needs_human", "question": "Is a 2 s timeout acceptable?", "concern": "the spec says 'fast'"}
     reject = {"verdict": "reject", "category": "weak_test", "concern": "no test"}
@@ -138,6 +144,7 @@ def test_answered_attempts_start_over_and_the_evaluator_cannot_park_twice_on_one
     assert any(e["type"] == "question_repeated" for e in sandbox.events("s1"))
 
 
+@pytest.mark.slow
 def test_a_kill_between_the_park_commit_and_the_status_flip_leaves_one_placeholder(sandbox):
     path = sandbox.write_json("p.json", plan3())
     scenario = sandbox.write_json("sc.json", T2_ASKS)
@@ -163,6 +170,7 @@ def test_a_kill_between_the_park_commit_and_the_status_flip_leaves_one_placehold
         assert len(sandbox.ledger(sid, "T-002")) == 1, "recovery parks on the recorded question, no new attempt"
 
 
+@pytest.mark.slow
 def test_a_bad_answer_is_refused_in_one_line_and_nothing_is_written(sandbox):
     assert sandbox.start("s1", plan3(), T2_ASKS).returncode == 5
     answers = sandbox.session_dir("s1") / "answers" / "T-002.jsonl"

@@ -13,6 +13,8 @@ import os
 import signal
 from datetime import date, datetime, timedelta, timezone
 
+import pytest
+
 from conftest import task
 from supervised import start_supervisor, wait_until
 from tilth.core.clock import iso_ms, utc_now
@@ -59,6 +61,7 @@ def test_pause_records_the_pause_and_any_other_state_write_clears_it(sandbox):
     assert record.paused_until is None and json.loads(paths.session_json.read_text())["paused_until"] is None
 
 
+@pytest.mark.slow
 def test_a_paused_session_whose_pause_is_over_is_resumed_by_the_supervisor(sandbox, daemon):
     paused_session(sandbox, "s1", PAST)
     paused_session(sandbox, "fg", PAST, supervised=False)
@@ -78,6 +81,7 @@ def test_a_paused_session_whose_pause_is_over_is_resumed_by_the_supervisor(sandb
     assert tasks_committed(sandbox, "fg") == ["T-1"]
 
 
+@pytest.mark.slow
 def test_the_supervisor_wakes_when_the_pause_ends_and_not_before(sandbox, daemon):
     until = iso_ms(utc_now() + timedelta(seconds=3))
     paused_session(sandbox, "s1", until)
@@ -93,6 +97,7 @@ def test_the_supervisor_wakes_when_the_pause_ends_and_not_before(sandbox, daemon
     assert tasks_committed(sandbox, "s1") == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_status_says_until_when_and_why(sandbox):
     soon = iso_ms(utc_now() + timedelta(minutes=30))
     paused_session(sandbox, "s1", soon)
@@ -112,6 +117,7 @@ def test_status_says_until_when_and_why(sandbox):
     assert (summary["state"], summary["paused_until"], summary["reason"]) == ("paused", soon, LIMIT)
 
 
+@pytest.mark.slow
 def test_stop_while_paused_stops_it_for_good(sandbox, daemon):
     paused_session(sandbox, "s1", PAST)  # due already: only the stop keeps the supervisor from resuming it
     stopped = sandbox.tilth("stop", "s1")
@@ -128,6 +134,7 @@ def test_stop_while_paused_stops_it_for_good(sandbox, daemon):
     assert tasks_committed(sandbox, "s1") == ["T-1"]
 
 
+@pytest.mark.slow
 def test_resume_while_paused_runs_it_now(sandbox, daemon):
     paused_session(sandbox, "s1", "2099-01-01T00:00:00Z")
     start_supervisor(sandbox)
@@ -145,6 +152,7 @@ def test_resume_while_paused_runs_it_now(sandbox, daemon):
     assert daemon.record("fg")["state"] == "done" and tasks_committed(sandbox, "fg") == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_wait_goes_on_waiting_for_a_supervised_paused_session(sandbox):
     paused_session(sandbox, "s1", "2099-01-01T00:00:00Z")
     waited = sandbox.tilth("wait", "s1", "--timeout", "1")
@@ -157,6 +165,7 @@ def test_wait_goes_on_waiting_for_a_supervised_paused_session(sandbox):
     assert waited.returncode == 3 and "session fg: paused" in waited.stdout, "nobody holds it: nobody resumes it"
 
 
+@pytest.mark.slow
 def test_status_restarts_a_dead_supervisor_while_a_paused_session_waits(sandbox, daemon):
     dead = start_supervisor(sandbox)
     os.kill(dead, signal.SIGKILL)

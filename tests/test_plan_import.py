@@ -78,6 +78,7 @@ def test_the_markdown_formats_keep_description_criteria_and_dependencies():
     assert issues[1].acceptance_criteria[0] == "Exporting a project with 10,000 rows finishes in under 5 seconds"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_start_runs_each_format_directly_and_says_which_it_read(sandbox, name):
     _, said, order = EXPECTED[name]
@@ -92,6 +93,7 @@ def test_start_runs_each_format_directly_and_says_which_it_read(sandbox, name):
     assert sandbox.plan("s1") == [{**t, "status": "done"} for t in converted], "only the statuses changed"
 
 
+@pytest.mark.slow
 def test_import_writes_the_plan_or_prints_it(sandbox):
     printed = sandbox.tilth("import", str(PLANS / "ralph-prd.json"))
     assert printed.returncode == 0, printed.stderr
@@ -152,6 +154,7 @@ def test_a_bad_plan_is_one_line_naming_the_file_and_the_problem(tmp_path, name, 
     assert str(path) in str(caught.value) or str(path / "a.md") in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_directory_holding_a_prd_json_runs_that_file(sandbox):
     folder = sandbox.root / "plan"
     folder.mkdir()
@@ -177,6 +180,7 @@ def test_start_with_a_bad_import_creates_nothing(sandbox):
 
 # --- tilth plan check ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_plan_check_passes_a_clean_plan_and_reads_other_formats(sandbox):
     clean = sandbox.write_json("clean.json", [task("T-1", acceptance_criteria=["`make test` exits 0"])])
     checked = sandbox.tilth("plan", "check", str(clean))
@@ -221,6 +225,7 @@ def test_plan_check_warns_and_exits_0(sandbox):
     ([task("T-1", acceptance_criteria=[])],
      "task 'T-1' (#1), field acceptance_criteria: List should have at least 1 item"),
 ])
+@pytest.mark.slow
 def test_plan_check_errors_exit_2_as_start_refuses(sandbox, tasks, expected):
     plan = sandbox.write_json("prd.json", tasks)
     checked = sandbox.tilth("plan", "check", str(plan))

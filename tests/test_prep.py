@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import make_repo
 from fake_openai import call, reply
 from tilth.agents.backends.interview import NO_ANSWER
@@ -94,6 +96,7 @@ def test_answers_file_reaches_the_model_and_the_outputs_are_complete(sandbox, fa
     assert (sandbox.repo / "app.py").read_text() == FILES["app.py"]
 
 
+@pytest.mark.slow
 def test_answers_by_question_and_a_dedicated_prep_model(sandbox, fake, model_env):
     out = project(sandbox)
     answers = sandbox.root / "answers.json"
@@ -106,6 +109,7 @@ def test_answers_by_question_and_a_dedicated_prep_model(sandbox, fake, model_env
     assert json.loads((out / "seed-meta.json").read_text())["interviewer_model"] == "planner"
 
 
+@pytest.mark.slow
 def test_no_questions_records_them_as_open_questions(sandbox, fake, model_env):
     out = project(sandbox)
     script(fake)
@@ -117,6 +121,7 @@ def test_no_questions_records_them_as_open_questions(sandbox, fake, model_env):
     assert f"### Q1. {Q1}\n\n*{NO_ANSWER}*" in (out / "interview.md").read_text()
 
 
+@pytest.mark.slow
 def test_stdin_not_a_terminal_without_answers_is_no_questions(sandbox, fake, model_env):
     out = project(sandbox)
     script(fake)
@@ -142,6 +147,7 @@ def read_until(fd: int, text: str, seen: bytearray, times: int = 1, timeout: flo
         seen += chunk
 
 
+@pytest.mark.slow
 def test_interactive_answers_typed_on_a_terminal(sandbox, fake, model_env):
     out = project(sandbox)
     script(fake)
@@ -170,6 +176,7 @@ def test_interactive_answers_typed_on_a_terminal(sandbox, fake, model_env):
     assert f"### Q2. {Q2}\n\n> typed: keep it" in (out / "interview.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_task_without_acceptance_criteria_is_refused_by_name(sandbox, fake, model_env):
     out = project(sandbox)
     bad = [TASKS[0], {"id": "T-002", "title": "Polish", "description": "Make it nicer.", "acceptance_criteria": []},
@@ -187,6 +194,7 @@ def test_a_task_without_acceptance_criteria_is_refused_by_name(sandbox, fake, mo
     assert "No plan was written" in (out / "interview.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_refused_plan_can_be_fixed_by_the_model(sandbox, fake, model_env):
     out = project(sandbox)
     bad = call("submit_plan", tasks=[{"id": "T-001", "title": "Polish", "description": "x"}], tldr="Vague.")
@@ -197,6 +205,7 @@ def test_a_refused_plan_can_be_fixed_by_the_model(sandbox, fake, model_env):
     assert len(parse_plan((out / "prd.json").read_bytes(), "prd.json")) == 2
 
 
+@pytest.mark.slow
 def test_a_model_that_never_submits_is_a_clear_error(sandbox, fake, model_env):
     out = project(sandbox)
     fake.enqueue("worker", reply(tool_calls=[call("list_files")]), reply("I am thinking."))
@@ -208,6 +217,7 @@ def test_a_model_that_never_submits_is_a_clear_error(sandbox, fake, model_env):
     assert not (out / "prd.json").exists()
 
 
+@pytest.mark.slow
 def test_a_failing_endpoint_is_one_line_and_no_plan(sandbox, fake, model_env):
     from fake_openai import fault
 
@@ -219,6 +229,7 @@ def test_a_failing_endpoint_is_one_line_and_no_plan(sandbox, fake, model_env):
     assert not (out / "prd.json").exists() and "No plan was written" in (out / "interview.md").read_text()
 
 
+@pytest.mark.slow
 def test_prep_without_a_model_or_with_a_used_out_dir_is_refused(sandbox, fake, model_env):
     out = project(sandbox)
     no_model = prep(sandbox, {}, "--out", str(out), "goal")
@@ -242,6 +253,7 @@ def worker_prompts(sandbox, session_id):
             if e["type"] == "prompt_assembled" and e["data"]["role"] == "worker"]
 
 
+@pytest.mark.slow
 def test_start_carries_the_seed_into_every_worker_prompt(sandbox, fake, model_env):
     out = project(sandbox)
     answers = sandbox.root / "answers.txt"
@@ -286,6 +298,7 @@ def test_start_carries_the_seed_into_every_worker_prompt(sandbox, fake, model_en
     assert not any("Background from the interview" in p for p in worker_prompts(sandbox, "plain"))
 
 
+@pytest.mark.slow
 def test_a_bad_or_missing_seed_is_refused_before_anything_is_created(sandbox):
     project(sandbox)
     plan = sandbox.root / "p"
@@ -302,6 +315,7 @@ def test_a_bad_or_missing_seed_is_refused_before_anything_is_created(sandbox):
     assert not sandbox.session_dir("s1").exists()
 
 
+@pytest.mark.slow
 def test_vague_criteria_are_sent_back_once_then_kept_if_the_model_insists(sandbox, fake, model_env):
     out = project(sandbox)
     vague = call("submit_plan", tasks=[{"id": "T-001", "title": "Polish", "description": "Tidy app.py.",

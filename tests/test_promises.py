@@ -24,6 +24,7 @@ def server():
         yield fake
 
 
+@pytest.mark.slow
 def test_keys_of_any_shape_never_reach_a_file_an_event_or_the_model(sandbox, server):
     # Neither key looks like a known key format, so only registering them keeps them out.
     worker_key, evaluator_key = f"wk{uuid.uuid4().hex}", f"ek{uuid.uuid4().hex}"
@@ -88,6 +89,7 @@ def paused_start(sandbox, point: str, task_id: str):
     return proc
 
 
+@pytest.mark.slow
 def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
     proc = paused_start(sandbox, "after_status", "T-1")
     proc.send_signal(signal.SIGTERM)
@@ -96,6 +98,20 @@ def test_a_stop_request_still_works_while_paused_at_a_test_point(sandbox):
     assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
 
 
+@pytest.mark.slow
+def test_a_stray_pause_point_without_the_test_switch_does_not_hold_a_foreground_run(sandbox):
+    """A TILTH_TEST_PAUSE_AT left in a user's shell is ignored unless TILTH_TEST_FAULTS=1 arms it."""
+    del sandbox.env["TILTH_TEST_FAULTS"]
+    stray = {"TILTH_TEST_PAUSE_AT": "worker"}
+    assert "WARNING" not in sandbox.tilth("config", env=stray).stdout
+    run = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(sandbox.write_json("p.json", [task("T-1")])),
+                        "--id", "s1", "--backend", "scripted", "--foreground", env=stray, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "paused at" not in run.stderr
+    assert sandbox.statuses("s1") == {"T-1": "done"}
+
+
+@pytest.mark.slow
 def test_the_wall_clock_cap_stops_between_tasks_and_a_resume_finishes(sandbox):
     # T-1's worker takes 1.5 s of real work; the run may take 1 s: T-1 ends, T-2 never starts.
     scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}, "run": ["sleep 1.5"]}]}}
@@ -112,6 +128,7 @@ def test_the_wall_clock_cap_stops_between_tasks_and_a_resume_finishes(sandbox):
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_no_path_touches_the_users_branch_or_working_tree(sandbox, tmp_path):
     (sandbox.repo / "scratch.txt").write_text("the user's uncommitted work\n")
     git(sandbox.repo, "add", "scratch.txt")
@@ -147,6 +164,7 @@ def test_no_path_touches_the_users_branch_or_working_tree(sandbox, tmp_path):
     untouched("after cleanse")
 
 
+@pytest.mark.slow
 def test_git_locks_left_by_a_killed_writer_are_cleared_on_resume(sandbox):
     proc = paused_start(sandbox, "worker", "T-2")
     proc.send_signal(signal.SIGKILL)

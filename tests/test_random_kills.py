@@ -11,6 +11,8 @@ import os
 import random
 import time
 
+import pytest
+
 from conftest import git, run_killing, task
 
 SEED = int(os.environ.get("TILTH_KILL_SEED", "20261123"))
@@ -45,6 +47,7 @@ def check_invariants(sandbox, sid: str, where: str) -> None:
     assert listed == 2 + int(sid[1:]), f"{where}: one worktree per session"
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_instants_then_resume_until_done(sandbox):
     sandbox.env.update(ENV)
     rng = random.Random(SEED)

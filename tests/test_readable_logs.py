@@ -95,6 +95,7 @@ def running_time(events: list[dict]) -> tuple[float, float]:
     return sum((e - s).total_seconds() for s, e in zip(starts, ends)), (ends[-1] - starts[0]).total_seconds()
 
 
+@pytest.mark.slow
 def test_report_has_a_task_table_honest_labels_and_counts_only_running_time(sandbox):
     plan, scenario = sandbox.write_json("p.json", [task("T-1"), task("T-2")]), sandbox.write_json("sc.json", SCENARIO)
     runner = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",

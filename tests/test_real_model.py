@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import git, task
 from llama_server import llama_server  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.llama
 
 
 def test_one_task_session_against_a_real_model(sandbox, llama_server):  # noqa: F811

@@ -110,6 +110,7 @@ def tilth_with_input(sandbox, text: str, *args: str) -> subprocess.CompletedProc
 
 # --- push -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_push_puts_the_branch_on_the_remote_and_defaults_to_the_newest(sandbox, origin):
     assert sandbox.start("s1", [task("T-1")]).returncode == 0
     assert sandbox.start("s2", [task("T-1")]).returncode == 0
@@ -134,6 +135,7 @@ def test_push_puts_the_branch_on_the_remote_and_defaults_to_the_newest(sandbox, 
 
 # --- pr ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pr_pushes_and_calls_gh_with_the_failed_task_first(sandbox, origin, gh):
     env, log = gh
     start_failing(sandbox)
@@ -167,6 +169,7 @@ def test_pr_pushes_and_calls_gh_with_the_failed_task_first(sandbox, origin, gh):
     assert args[args.index("--base") + 1] == "feature" and args[-1] == "--web"
 
 
+@pytest.mark.slow
 def test_pr_without_gh_prints_the_github_compare_url(sandbox, origin):
     git(sandbox.repo, "remote", "set-url", "origin", "git@github.com:acme/widgets.git")
     git(sandbox.repo, "remote", "set-url", "--push", "origin", str(origin))
@@ -215,6 +218,7 @@ def test_pr_body_lists_unfinished_work_and_escapes_cells():
 
 # --- diff and log -----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_diff_and_log_show_the_branch_against_its_base(sandbox):
     start_failing(sandbox)
     log = sandbox.tilth("log", "s1")
@@ -233,6 +237,7 @@ def test_diff_and_log_show_the_branch_against_its_base(sandbox):
 
 # --- cleanse ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cleanse_refuses_an_unpushed_branch_and_archives_a_pushed_one(sandbox, origin):
     assert sandbox.start("s1", [task("T-1")]).returncode == 0
 
@@ -272,6 +277,7 @@ def test_cleanse_accepts_a_branch_merged_into_another_branch(sandbox):
 
 # --- reset ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("worktree_deleted_by_hand", [False, True])
 def test_reset_removes_worktree_branch_and_session_dir(sandbox, worktree_deleted_by_hand):
     start_failing(sandbox)
@@ -286,6 +292,7 @@ def test_reset_removes_worktree_branch_and_session_dir(sandbox, worktree_deleted
     assert sandbox.tilth("status", "s1").returncode == 2
 
 
+@pytest.mark.slow
 def test_reset_asks_and_keeps_everything_unless_told_yes(sandbox):
     assert sandbox.start("s1", [task("T-1")]).returncode == 0
     for answer in ("n\n", "", "whatever\n"):
@@ -299,6 +306,7 @@ def test_reset_asks_and_keeps_everything_unless_told_yes(sandbox):
     assert not sandbox.session_dir("s1").exists() and not has_branch(sandbox, "s1")
 
 
+@pytest.mark.slow
 def test_cleanse_and_reset_refuse_while_the_session_runs(sandbox, origin):
     runner = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(sandbox.write_json("p.json", [task("T-1")])),
                            "--id", "s1", "--backend", "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "worker"})
@@ -359,6 +367,7 @@ def test_build_report_points_at_pr_when_every_task_is_done(sandbox):
     assert text.endswith("Next: tilth pr s2\n")
 
 
+@pytest.mark.slow
 def test_an_archived_session_cannot_be_run_or_resumed(sandbox):
     import json as _json
     assert sandbox.start("s1", [task("T-1")], None).returncode == 0

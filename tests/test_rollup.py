@@ -68,6 +68,7 @@ def assert_rolled_up(sandbox, session_id: str, saved_is_current: bool = True) ->
     return status
 
 
+@pytest.mark.slow
 def test_a_session_with_model_calls_rolls_up_like_a_full_read(sandbox, fake, model_env):
     sandbox.home.mkdir(parents=True)
     (sandbox.home / "config.toml").write_text("[prices.worker]\nprompt = 1000\ncompletion = 2000\n")
@@ -96,6 +97,7 @@ def test_a_session_with_model_calls_rolls_up_like_a_full_read(sandbox, fake, mod
     assert "caps" in sandbox.tilth("status", "s1").stdout
 
 
+@pytest.mark.slow
 def test_kill_9_mid_task_a_torn_line_and_resume_keep_it_equal_to_a_rebuild(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
     child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
@@ -126,6 +128,7 @@ def test_kill_9_mid_task_a_torn_line_and_resume_keep_it_equal_to_a_rebuild(sandb
     assert saved.clock.ran and saved.clock.open_since is None and saved.tasks["T-2"].wall_s > 0
 
 
+@pytest.mark.slow
 def test_status_and_logs_n_answer_without_reading_the_whole_log(sandbox):
     assert sandbox.start("s1", [task("T-1"), task("T-2")], TWO_TASKS).returncode == 0
     before = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
@@ -150,6 +153,7 @@ def test_status_and_logs_n_answer_without_reading_the_whole_log(sandbox):
     assert logs.stdout.splitlines() == tail
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("everything", [False, True])
 def test_logs_n_read_from_the_end_shows_the_same_lines_as_a_full_read(sandbox, everything):
     assert sandbox.start("s1", [task("T-1"), task("T-2")], TWO_TASKS).returncode == 0
@@ -194,6 +198,7 @@ def test_a_stale_missing_garbage_or_foreign_summary_still_gives_the_rebuild(tmp_
     assert load_rollup(a) == rebuild(a) and rebuild(a).events == 6
 
 
+@pytest.mark.slow
 def test_fold_equals_meter_and_running_seconds_over_damaged_logs(tmp_path):
     """A random journal with garbage, torn lines and odd usage reports: the runner's roll-up, a
     reader's and a rebuild agree, and agree with Meter and running_seconds over read_events."""

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 from conftest import git, task
 from fake_openai import ACCEPT, FakeOpenAI, call, reply
 
@@ -57,7 +59,7 @@ def test_secrets_a_worker_prints_reach_neither_the_model_nor_the_session_files(s
     assert tool_result.count("[redacted]") == 3 and "GITHUB_TOKEN=[redacted]" in tool_result, tool_result
     assert any("AWS_SECRET_ACCESS_KEY=[redacted]" in body for body in sent if '"evaluator"' in body), "checks shown"
     assert not leaks_under(sandbox.session_dir("s1")), leaks_under(sandbox.session_dir("s1"))
-    assert not SECRETS[0] in result.stdout + result.stderr
+    assert SECRETS[0] not in result.stdout + result.stderr
     message = git(sandbox.repo, "log", "-1", "--format=%B", "session/s1")
     assert "Printed [redacted]" in message, "the case the worker wrote reached the commit message redacted"
     runs = list((sandbox.session_dir("s1") / "runs").rglob("stdout.log"))

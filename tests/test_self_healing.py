@@ -27,6 +27,7 @@ def tasks_committed(sandbox, sid: str) -> list[str]:
     return [c["task"] for c in sandbox.commits(sid)]
 
 
+@pytest.mark.slow
 def test_a_killed_runner_is_resumed_by_the_supervisor_after_the_backoff(sandbox, daemon):
     start_supervisor(sandbox, env=FAST)
     daemon.start("s1", [task("T-1"), task("T-2"), task("T-3")], daemon.held("s1", "T-2"))
@@ -55,6 +56,7 @@ def test_a_killed_runner_is_resumed_by_the_supervisor_after_the_backoff(sandbox,
     assert "auto-resume 1 of 3" in (sandbox.home / "daemon.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_runner_that_keeps_dying_is_given_up_on_after_the_attempts(sandbox, daemon):
     start_supervisor(sandbox, env={"TILTH_AUTO_RESUME_BACKOFF_S": "0.2", "TILTH_AUTO_RESUME_ATTEMPTS": "2"})
     daemon.start("s1", [task("T-1"), task("T-2")], daemon.held("s1", "T-1"))
@@ -84,6 +86,7 @@ def test_a_runner_that_keeps_dying_is_given_up_on_after_the_attempts(sandbox, da
     assert tasks_committed(sandbox, "s1") == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_stop_cancels_a_pending_auto_resume(sandbox, daemon):
     start_supervisor(sandbox, env={"TILTH_AUTO_RESUME_BACKOFF_S": "3600"})
     daemon.start("s1", [task("T-1")], daemon.held("s1", "T-1"))
@@ -99,6 +102,7 @@ def test_stop_cancels_a_pending_auto_resume(sandbox, daemon):
     assert daemon.events("s1", "session_auto_resumed") == []
 
 
+@pytest.mark.slow
 def test_status_restarts_a_dead_supervisor_that_has_work_waiting(sandbox, daemon):
     one_slot = {"TILTH_MAX_PARALLEL_SESSIONS": "1", **FAST}
     start_supervisor(sandbox, env=one_slot)
@@ -133,6 +137,7 @@ def test_status_restarts_a_dead_supervisor_that_has_work_waiting(sandbox, daemon
     assert tasks_committed(sandbox, "q") == ["T-1", "T-2"]
 
 
+@pytest.mark.slow
 def test_status_leaves_a_supervisor_stopped_on_purpose_stopped(sandbox, daemon):
     start_supervisor(sandbox)
     daemon.start("later", [task("T-1")], None, "--at", "2099-01-01T00:00:00Z")

@@ -6,6 +6,8 @@ import json
 import os
 import re
 
+import pytest
+
 from conftest import git, task, wait_for_pause
 from tilth.store.prompts import prompt_of
 
@@ -15,6 +17,7 @@ OBSERVER = {"TILTH_SANDBOX": "off"}
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
 
 
+@pytest.mark.slow
 def test_happy_path_one_commit_per_task_with_trailers(sandbox):
     user_head = git(sandbox.repo, "rev-parse", "main").strip()
     result = sandbox.start("s1", [task("T-1", "Add greeting"), task("T-2"), task("T-3")], {
@@ -51,6 +54,7 @@ def test_happy_path_one_commit_per_task_with_trailers(sandbox):
     assert git(sandbox.worktree("s1"), "status", "--porcelain") == ""
 
 
+@pytest.mark.slow
 def test_reject_then_accept_records_the_ledger(sandbox):
     scenario = {"tasks": {"T-1": [
         {"write": {"app.py": "x = 1\n"}, "verdict": REJECT},
@@ -77,6 +81,7 @@ def test_reject_then_accept_records_the_ledger(sandbox):
     assert "no test covers it" in prompts[1] and "add a test" in prompts[1]
 
 
+@pytest.mark.slow
 def test_failed_placeholder_then_resume_soft_unwinds(sandbox):
     observe = sandbox.root / "observed"
     observe.mkdir()
@@ -115,6 +120,7 @@ def test_failed_placeholder_then_resume_soft_unwinds(sandbox):
     assert [line[2] for line in sandbox.progress("s1")] == ["done", "failed:iterations_exhausted", "done", "done"]
 
 
+@pytest.mark.slow
 def test_a_failed_task_does_not_stop_later_tasks_by_default(sandbox):
     scenario = {"tasks": {"T-1": [{"verdict": REJECT}]}}
     env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
@@ -125,6 +131,7 @@ def test_a_failed_task_does_not_stop_later_tasks_by_default(sandbox):
     assert sandbox.statuses("s1") == {"T-1": "failed", "T-2": "done"}
 
 
+@pytest.mark.slow
 def test_the_old_continue_after_failure_setting_still_decides(sandbox):
     scenario = {"tasks": {"T-1": [{"verdict": REJECT}]}}
     env = {"TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_CONTINUE_AFTER_FAILURE": "false"}
@@ -137,6 +144,7 @@ def test_the_old_continue_after_failure_setting_still_decides(sandbox):
         in config
 
 
+@pytest.mark.slow
 def test_no_case_is_a_rejected_iteration(sandbox):
     scenario = {"tasks": {"T-1": [{"case": None}, {"write": {"a.txt": "a"}}]}}
     assert sandbox.start("s1", [task("T-1")], scenario).returncode == 0
@@ -144,6 +152,7 @@ def test_no_case_is_a_rejected_iteration(sandbox):
     assert first["case"] is None and first["verdict"]["category"] == "no_case"
 
 
+@pytest.mark.slow
 def test_user_edits_to_the_plan_while_running_are_kept(sandbox):
     prd = sandbox.session_dir("s1") / "prd.json"
     edit = (
@@ -177,6 +186,7 @@ def test_commits_without_any_git_identity_use_a_fallback_author(sandbox, tmp_pat
     assert author == "tilth <tilth@localhost>"
 
 
+@pytest.mark.slow
 def test_second_run_is_refused_while_one_holds_the_session(sandbox):
     created = sandbox.start("s1", [task("T-1")], None, env={"TILTH_MAX_ITERATIONS_PER_TASK": "0"})
     assert created.returncode == 2 and "TILTH_MAX_ITERATIONS_PER_TASK" in created.stderr
@@ -198,6 +208,7 @@ def test_second_run_is_refused_while_one_holds_the_session(sandbox):
     assert sandbox.tilth("resume", "s1", "--foreground").returncode == 0
 
 
+@pytest.mark.slow
 def test_status_lists_sessions_and_tasks(sandbox):
     sandbox.start("s1", [task("T-1", "Alpha"), task("T-2", "Beta")], None)
     sandbox.start("s2", [task("T-1")], {"tasks": {"T-1": [{"verdict": REJECT}]}},
@@ -213,6 +224,7 @@ def test_status_lists_sessions_and_tasks(sandbox):
     assert "s1" in table and "2/2" in table and "0/1" in table
 
 
+@pytest.mark.slow
 def test_sigterm_finishes_the_iteration_then_stops_resumably(sandbox):
     scenario = {"tasks": {"T-1": [
         {"write": {"wip.txt": "partial"}, "run": ["kill -TERM $PPID"], "verdict": REJECT},

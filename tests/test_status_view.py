@@ -50,6 +50,7 @@ def assert_peek_agrees(paths) -> None:
     {"branch": 5}, {"backend": {"scenario": None}}, {"backend": "scripted"}, {"checks": "pytest"}, {"id": None},
     {"updated": None}, {"keys": [1]}, {"settings": []}, {"extra_field": {"kept": "ignored"}},
 ], ids=lambda c: json.dumps(c)[:40])
+@pytest.mark.slow
 def test_the_peek_reads_what_the_model_reads_or_fails_as_it_fails(sandbox, change):
     assert sandbox.start("s1", [task("T-1")]).returncode == 0
     paths = session_paths("s1", sandbox.home)
@@ -71,6 +72,7 @@ RECORD = {"id": "s1", "repo": "/r", "base_commit": "0" * 40, "branch": "session/
                                st.one_of(WILD_VALUES, st.sampled_from(["queued", "archived", True, 0, 1.0])),
                                max_size=3),
        dropped=st.sets(st.sampled_from(list(RECORD)), max_size=2), style=st.integers(0, 3))
+@pytest.mark.slow
 def test_the_session_peek_agrees_with_the_model_on_fuzzed_records(changes, dropped, style):
     raw = {k: v for k, v in RECORD.items() if k not in dropped}
     for key, value in changes.items():
@@ -85,6 +87,7 @@ def test_the_session_peek_agrees_with_the_model_on_fuzzed_records(changes, dropp
         assert_peek_agrees(paths)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [b"{not json", b"[]", b'{"id": "s1"}', None])
 def test_a_damaged_or_missing_session_json_is_the_same_one_line_through_status_and_logs(sandbox, damage):
     assert sandbox.start("s1", [task("T-1")]).returncode == 0
@@ -148,6 +151,7 @@ def test_the_plan_peek_reads_what_the_model_reads_or_fails_as_it_fails(tmp_path,
     assert_plan_peek_agrees(path)
 
 
+@pytest.mark.slow
 @UNIT
 @given(data=st.one_of(NEAR_VALID_BYTES, mangled_bytes()))
 def test_the_plan_peek_agrees_with_the_model_on_fuzzed_plans(data):
@@ -157,6 +161,7 @@ def test_the_plan_peek_agrees_with_the_model_on_fuzzed_plans(data):
         assert_plan_peek_agrees(path)
 
 
+@pytest.mark.slow
 def test_a_damaged_plan_shows_as_it_did_through_status(sandbox):
     assert sandbox.start("s1", [task("T-1"), task("T-2")]).returncode == 0
     (sandbox.session_dir("s1") / "prd.json").write_text('[{"id": "T-1"}]')
@@ -184,6 +189,7 @@ def crashed_waiting(sandbox, sid: str = "s1", at: str = "2099-01-01T12:00:03.250
     save_session(paths, record)
 
 
+@pytest.mark.slow
 def test_a_crashed_session_waiting_for_its_auto_resume(sandbox):
     assert sandbox.start("s1", [task("T-1")]).returncode == 0
     crashed_waiting(sandbox)
@@ -225,6 +231,7 @@ def test_a_crashed_session_waiting_for_its_auto_resume(sandbox):
         "(`tilth resume` continues it)\n"
 
 
+@pytest.mark.slow
 def test_a_session_the_supervisor_resumed_says_so(sandbox):
     from tilth.store.lock import SessionLock
 
@@ -252,6 +259,7 @@ def test_a_session_the_supervisor_resumed_says_so(sandbox):
 
 # --- cleanse ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_status_after_cleanse_shows_what_was_removed_and_where_the_work_is(sandbox):
     bare = sandbox.root / "origin.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
+
 from conftest import task, wait_for_pause
 
 
@@ -13,6 +15,7 @@ def prompts(sandbox, sid: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_note_sent_mid_task_reaches_the_next_tasks_prompts_and_not_the_current_ones(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
     child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",

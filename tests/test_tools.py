@@ -257,6 +257,7 @@ def test_grep_caps_matches(repo: Path):
     assert out[-1] == "[stopped after 200 matches; narrow the pattern or pass a path]"
 
 
+@pytest.mark.slow
 def test_twenty_thousand_files(tmp_path: Path):
     root = tmp_path / "big"
     for d in range(40):

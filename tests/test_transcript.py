@@ -8,6 +8,8 @@ import re
 import signal
 from pathlib import Path
 
+import pytest
+
 from conftest import task, wait_for_pause
 from fake_openai import ACCEPT, SUBMIT, call, reply
 
@@ -65,6 +67,7 @@ def test_a_session_with_a_reject_a_check_and_a_kill_reads_as_one_record(sandbox)
     assert "Session s1: done" in final and "Next: tilth pr s1" in final
 
 
+@pytest.mark.slow
 def test_tilths_own_loop_shows_the_models_words_the_call_and_what_came_back(sandbox, fake, model_env):
     backticks = call("bash", command="printf '%s\\n' '```hi```'")
     fake.enqueue("worker", reply("I will write the file first.", tool_calls=[backticks]),

@@ -46,6 +46,7 @@ def model_calls(sandbox) -> list[dict]:
 
 # --- through real sessions --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_negative_prompt_tokens_cannot_lower_spend_below_the_cap(sandbox, fake, model_env):
     # $0.01 a token. The first worker call claims -1000 prompt tokens: taken at face value that is
     # -$9.50 and the session would run on to done; its valid 50 completion tokens alone are $0.50.
@@ -73,6 +74,7 @@ def test_negative_prompt_tokens_cannot_lower_spend_below_the_cap(sandbox, fake, 
     assert summary["tokens"] == 65 and summary["unknown_usage_calls"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", ["false", "true"])
 def test_non_numeric_token_counts_with_a_price_do_not_crash_the_session(sandbox, fake, model_env, stream):
     prices(sandbox, worker=(10_000, 20_000), evaluator=(10_000, 20_000))
@@ -98,6 +100,7 @@ def test_non_numeric_token_counts_with_a_price_do_not_crash_the_session(sandbox,
     assert evaluator["completion_tokens"] is None and evaluator["cost_usd"] == pytest.approx(0.10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", ["false", "true"])
 def test_null_usage_is_unknown_and_marked_in_status_and_the_report(sandbox, fake, model_env, stream):
     fake.enqueue("worker", reply(tool_calls=[WRITE], null_usage=True), reply(tool_calls=[CASE], cost=0.01),
@@ -124,6 +127,7 @@ def test_null_usage_is_unknown_and_marked_in_status_and_the_report(sandbox, fake
     assert "+ / ≥: 1 model call with unknown usage; those totals are lower bounds" in table
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad_cost", [-5.0, float("nan"), float("-inf"), "0.25"])
 def test_a_bad_provider_cost_does_not_lower_spend(sandbox, fake, model_env, bad_cost):
     # The worker's own report of its cost is unusable, so its price-table cost ($0.20) counts;

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from tilth.core.dispatching import Dispatch
 from tilth.core.errors import BadInput
-from tilth.core.faults import PAUSE_ENV
+from tilth.core.faults import PAUSE_ENV, pause_point
 
 PRESETS = {
     "openai": "https://api.openai.com/v1",
@@ -378,7 +378,7 @@ def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
     judges = f"evaluators {' + '.join(panel)} ({settings.evaluator_policy} must accept)" if len(panel) > 1 \
         else f"evaluator {panel[0]}"
     lines.append(f"in force: worker {settings.worker_backend}, {judges}")
-    if os.environ.get(PAUSE_ENV):
-        lines.append(f"WARNING: {PAUSE_ENV}={os.environ[PAUSE_ENV]} is set (a test switch): a foreground run from "
+    if pause_point():
+        lines.append(f"WARNING: {PAUSE_ENV}={pause_point()} is set (a test switch): a foreground run from "
                      "this shell pauses at that point until signalled; the supervisor never passes it on")
     return lines

@@ -1,11 +1,12 @@
 """Named points in the write order where tests freeze a real run to kill -9 it.
 
 Set TILTH_TEST_PAUSE_AT=<point> (or <point>@<task id>; <point>@<session id> for the creation
-points): on reaching it the process prints `tilth: paused at <point> pid=<pid>` to stderr
-and waits for a signal: SIGUSR1 continues the run, SIGTERM/SIGINT continue it to the next
-safe point where it stops (so `tilth stop` and Ctrl-C still work), SIGKILL is what the crash
-tests send. Unset (always, outside tests; the supervisor never passes it to a session) a
-checkpoint costs one dict lookup.
+points) together with TILTH_TEST_FAULTS=1, the test-only switch the test helpers set and production
+code never does (a stray TILTH_TEST_PAUSE_AT alone is ignored): on reaching it the process prints
+`tilth: paused at <point> pid=<pid>` to stderr and waits for a signal: SIGUSR1 continues the run,
+SIGTERM/SIGINT continue it to the next safe point where it stops (so `tilth stop` and Ctrl-C still
+work), SIGKILL is what the crash tests send. Unset (always, outside tests; the supervisor never
+passes TILTH_TEST_PAUSE_AT to a session) a checkpoint costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -29,20 +30,28 @@ POINTS = {
 
 
 PAUSE_ENV = "TILTH_TEST_PAUSE_AT"
+SWITCH_ENV = "TILTH_TEST_FAULTS"
+
+
+def pause_point() -> str | None:
+    """The pause point asked for, honoured only with the test-only switch on as well."""
+    if os.environ.get(SWITCH_ENV) != "1":
+        return None
+    return os.environ.get(PAUSE_ENV) or None
 
 
 def checkpoint(point: str, task_id: str) -> None:
-    wanted = os.environ.get(PAUSE_ENV)
+    wanted = pause_point()
     if wanted is None or wanted not in (point, f"{point}@{task_id}"):
         return
     assert point in POINTS, point
     # Blocked before the announcement, so a signal sent the moment it is read is not lost.
-    wanted = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    signals = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         print(f"tilth: paused at {point} pid={os.getpid()}", file=sys.stderr, flush=True)
-        received = signal.sigwait(wanted)
+        received = signal.sigwait(signals)
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, wanted)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
     if received != signal.SIGUSR1:
         signal.raise_signal(received)  # to the process's own handler: a stop at the next safe point

@@ -129,7 +129,7 @@ def read_day(home: Path, day: date) -> list[Entry]:
 def read_since(home: Path, since: datetime) -> list[Entry]:
     """Every entry at or after `since` (aware or naive local), oldest first."""
     local = (since.astimezone().replace(tzinfo=None) if since.tzinfo else since).replace(microsecond=0)
-    found = []
+    found: list[Entry] = []
     for path in sorted(memory_dir(home).glob("????-??-??.md")):
         try:
             day = date.fromisoformat(path.stem)

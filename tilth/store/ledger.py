@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer, model_validator
 
@@ -11,7 +11,7 @@ from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
 
 
-def _without_defaults(data: dict, **defaults: object) -> dict:
+def _without_defaults(data: dict[str, Any], **defaults: object) -> dict[str, Any]:
     """Ledger lines carry the panel and CLI fields only when they say something."""
     return {k: v for k, v in data.items() if k not in defaults or v != defaults[k]}
 
@@ -31,7 +31,7 @@ class Case(BaseModel):
     """A CLI agent printed no case: this one was made by tilth from the end of its output."""
 
     @model_serializer(mode="wrap")
-    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict:
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_defaults(handler(self), built_from_output=False)
 
 
@@ -61,7 +61,7 @@ class Verdict(BaseModel):
     """With `needs_human`: what a person must answer before the task goes on."""
 
     @model_serializer(mode="wrap")
-    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict:
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_defaults(handler(self), evaluator=None, panel=[], question="")
 
     @model_validator(mode="after")

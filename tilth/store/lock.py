@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -27,7 +28,7 @@ PROBE_RETRIES = (0.01, 0.02, 0.04, 0.08)
 class HeldLock:
     """An exclusive flock on `path`, with `{pid, role, started, heartbeat}` written inside."""
 
-    def __init__(self, path: Path, role: str, extra: dict | None = None):
+    def __init__(self, path: Path, role: str, extra: dict[str, Any] | None = None):
         self.path = path
         self.role = role
         self.extra = extra or {}
@@ -103,9 +104,10 @@ class SessionLock(HeldLock):
         )
 
 
-def read_holder(path: Path) -> dict | None:
+def read_holder(path: Path) -> dict[str, Any] | None:
     try:
-        return orjson.loads(path.read_bytes())
+        holder: dict[str, Any] = orjson.loads(path.read_bytes())
+        return holder
     except (OSError, orjson.JSONDecodeError):
         return None
 
@@ -124,7 +126,7 @@ def is_locked(path: Path) -> bool:
         os.close(fd)
 
 
-def live_holder(path: Path) -> dict | None:
+def live_holder(path: Path) -> dict[str, Any] | None:
     """The holder's content while the lock is held, else None."""
     return (read_holder(path) or {"pid": None}) if is_locked(path) else None
 

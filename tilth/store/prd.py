@@ -21,7 +21,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import Annotated, Any, Iterator, Mapping
 
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
@@ -66,7 +66,7 @@ class Task(BaseModel):
 _tasks_adapter = TypeAdapter(list[Task])
 
 
-def _describe(error: dict, raw: object) -> str:
+def _describe(error: Mapping[str, Any], raw: object) -> str:
     loc = list(error["loc"])
     where = "the plan"
     if loc and isinstance(loc[0], int):
@@ -107,7 +107,7 @@ def parse_plan(data: bytes, source: str) -> list[Task]:
 class _Kept:
     identity: tuple[int, ...]
     tasks: list[Task]
-    raw: list | None = None
+    raw: list[Any] | None = None
     """The file as `json` parsed it (for a status write), once a write needed it."""
 
 
@@ -208,7 +208,7 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
         _kept[path] = _Kept(_identity(path.stat()), tasks, kept.raw)
 
 
-def _dump(raw: list) -> bytes:
+def _dump(raw: list[Any]) -> bytes:
     try:
         return orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n"
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson cannot write

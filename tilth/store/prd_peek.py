@@ -51,7 +51,7 @@ def _task(raw: Any) -> TaskLine | None:
              and type(status) is str and status in _STATUSES
              and type(raw.get("allow_empty", False)) is bool
              and type(depends) is list and all(_plain_id(d) for d in depends))
-    return TaskLine(tid, title.strip(), status, tuple(depends)) if plain else None
+    return TaskLine(str(tid), str(title).strip(), status, tuple(depends)) if plain else None
 
 
 def _plain_id(value: Any) -> bool:

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Callable
 
 from tilth.store.home import SessionPaths
@@ -33,11 +34,11 @@ class SummarySettings:
     table_rows: int = 20
 
 
-def summary_path(paths: SessionPaths):
+def summary_path(paths: SessionPaths) -> Path:
     return paths.dir / "progress-summary.md"
 
 
-def learnings_path(paths: SessionPaths):
+def learnings_path(paths: SessionPaths) -> Path:
     return paths.dir / "proposed-learnings.md"
 
 

@@ -47,7 +47,7 @@ def read_prompt(path: Path, offset: int) -> str | None:
 
 def prompt_of(data: dict[str, Any], session_dir: Path) -> str | None:
     """The text of a `prompt_assembled` event, old (inline) or new (a reference)."""
-    if isinstance(data.get("prompt"), str):
-        return data["prompt"]
+    if isinstance(prompt := data.get("prompt"), str):
+        return prompt
     offset = data.get("prompt_offset")
     return read_prompt(session_dir / FILE_NAME, offset) if type(offset) is int and offset >= 0 else None

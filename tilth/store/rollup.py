@@ -237,7 +237,8 @@ def fingerprint(f: BinaryIO, offset: int) -> str:
     """A hash of the first and the last EDGE_BYTES before `offset`: a replaced log differs."""
     head = os.pread(f.fileno(), min(EDGE_BYTES, offset), 0)
     tail = os.pread(f.fileno(), min(EDGE_BYTES, offset), max(0, offset - EDGE_BYTES))
-    return sha1(b"%d:%s:%s" % (offset, head, tail)).hexdigest()
+    digest: str = sha1(b"%d:%s:%s" % (offset, head, tail)).hexdigest()
+    return digest
 
 
 def fold_from(r: Rollup, f: BinaryIO, stamp: bool = True) -> Rollup:

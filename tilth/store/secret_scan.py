@@ -58,8 +58,9 @@ def _detectors() -> tuple[list[tuple[str, re.Pattern[str], bool]], Any, Any, Any
     from detect_secrets.plugins.base import RegexBasedDetector
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
 
+    mapping: dict[str, Any] = get_mapping_from_secret_type_to_class()
     formats = [(kind, regex, regex.pattern.startswith(_ASSIGNMENT_START))
-               for kind, cls in get_mapping_from_secret_type_to_class().items()
+               for kind, cls in mapping.items()
                if issubclass(cls, RegexBasedDetector) and cls.__name__ not in SKIPPED
                and cls.__module__.startswith("detect_secrets.plugins.")  # never a custom plugin file
                for regex in cls().denylist]
@@ -121,7 +122,7 @@ def _secret_span(match: re.Match[str]) -> tuple[int, int]:
     return match.span()
 
 
-def _keyword_findings(line: str, offset: int, keyword: Any, regexes: dict, base64: Any, hexa: Any,
+def _keyword_findings(line: str, offset: int, keyword: Any, regexes: dict[Any, Any], base64: Any, hexa: Any,
                       filters: tuple[Any, ...]) -> Iterator[Finding]:
     for value in keyword.analyze_string(line, regexes):
         token = value.split()[0].strip("'\"`,;") if value.split() else ""
@@ -133,8 +134,8 @@ def _keyword_findings(line: str, offset: int, keyword: Any, regexes: dict, base6
 
 def _random(token: str, base64: Any, hexa: Any) -> bool:
     if all(c in hexa.charset for c in token):
-        return hexa.calculate_shannon_entropy(token) > hexa.entropy_limit
-    return base64.calculate_shannon_entropy(token) > base64.entropy_limit
+        return bool(hexa.calculate_shannon_entropy(token) > hexa.entropy_limit)
+    return bool(base64.calculate_shannon_entropy(token) > base64.entropy_limit)
 
 
 def _merged(found: list[Finding]) -> list[Finding]:

@@ -76,8 +76,8 @@ class CliAgent:
             on_line = None if spec.reader is None else self._stepper(role, at, spec.reader)
             try:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
-                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), self.settings.agent_timeout_s, at.events.path.parent / "agents", stem, on_line,
-                                 max_processes=at.sandbox.max_processes)
+                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), self.settings.agent_timeout_s,
+                                 at.events.path.parent / "agents", stem, on_line, max_processes=at.sandbox.max_processes)
             except OSError as exc:
                 raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
         report = spec.reader.report() if spec.reader is not None else spec.finish(done.stdout, done.stderr, done.exit_code)

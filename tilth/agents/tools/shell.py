@@ -21,7 +21,6 @@ its pid (the group id) cannot be reused by an unrelated group in between.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from dataclasses import dataclass
