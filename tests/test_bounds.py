@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
-
 from conftest import Sandbox, make_repo, task
 from tilth.agents.backends.agent_process import run_agent
 from tilth.agents.bounds import MAX_OUTPUT_BYTES, READ_BYTES, pids_cgroup_base
@@ -84,6 +82,8 @@ import json, sys
 from pathlib import Path
 from tilth.agents.sandbox import wrap
 from tilth.agents.tools.shell import run_command
+
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
 place = Path(sys.argv[1])
 result = run_command(sys.argv[2], place, timeout=60, wrapper=wrap("bwrap", place, place / "home"), max_processes=40)
 print(json.dumps({"exit_code": result.exit_code, "stopped": result.stopped, "output": result.output}))

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 from conftest import git, task
 from fake_openai import ACCEPT, FakeOpenAI, call, reply
+
+pytestmark = pytest.mark.slow
 
 _rng = random.Random(27)
 GITHUB_TOKEN = "ghp_" + "".join(_rng.choices(string.ascii_letters + string.digits, k=36))
