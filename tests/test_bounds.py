@@ -22,6 +22,8 @@ from tilth.agents.sandbox import bwrap_works
 from tilth.agents.tools.shell import run_command
 from tilth.store.script_runs import list_runs, load_result
 
+pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
+
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 """For the command itself: one any user can run inside the sandbox."""
@@ -82,8 +84,6 @@ import json, sys
 from pathlib import Path
 from tilth.agents.sandbox import wrap
 from tilth.agents.tools.shell import run_command
-
-pytestmark = [pytest.mark.slow, pytest.mark.bwrap]
 place = Path(sys.argv[1])
 result = run_command(sys.argv[2], place, timeout=60, wrapper=wrap("bwrap", place, place / "home"), max_processes=40)
 print(json.dumps({"exit_code": result.exit_code, "stopped": result.stopped, "output": result.output}))
