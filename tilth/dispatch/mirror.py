@@ -26,6 +26,8 @@ class Mirror:
     def __init__(self, broker: Broker, paths: SessionPaths):
         self.broker, self.paths = broker, paths
         self.offset = self._mirrored_bytes()
+        self.final = False
+        """The run's last push is on the remote: its end state may be shown (until then `finishing`)."""
 
     def _mirrored_bytes(self) -> int:
         """Where a previous worker's mirror stopped: the journal it restored already went out."""
@@ -54,8 +56,11 @@ class Mirror:
             self.publish_state()
 
     def publish_state(self, **extra: object) -> None:
+        state = state_of(self.paths)
+        if not self.final and state["state"] not in ("running", "queued", "paused"):
+            state["state"] = "finishing"
         try:
-            self.broker.set_state(self.paths.id, {**state_of(self.paths), **extra})
+            self.broker.set_state(self.paths.id, {**state, **extra})
         except BrokerDown:
             log.warning("session %s: broker unreachable; its state goes out with the next event", self.paths.id)
 

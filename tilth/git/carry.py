@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import re
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -62,6 +64,15 @@ def ensure_clone(clones: Path, remote: str) -> Path:
 def remote_refs(clone: Path, remote: str, session_id: str) -> dict[str, str]:
     listed = run(clone, "ls-remote", remote, BRANCH_REF.format(session_id), FILES_REF.format(session_id)).stdout
     return {ref: sha for sha, ref in (line.split("\t", 1) for line in listed.splitlines() if "\t" in line)}
+
+
+def remote_sessions(cwd: Path, remote: str) -> list[str]:
+    """The ids of the sessions whose files are on `remote` (`refs/tilth/sessions/*`), as named there
+    (the caller checks each before it becomes part of a path)."""
+    listed = run(cwd, "ls-remote", remote, FILES_REF.format("*")).stdout
+    prefix = FILES_REF.format("")
+    return sorted(line.split("\t", 1)[1][len(prefix):] for line in listed.splitlines()
+                  if "\t" in line and line.split("\t", 1)[1].startswith(prefix))
 
 
 def fetch_session(clone: Path, remote: str, session_id: str) -> dict[str, str]:
@@ -127,34 +138,80 @@ def _tree(repo: pygit2.Repository, node: dict) -> pygit2.Oid:
     return builder.write()
 
 
-def snapshot_files(clone: Path, session_id: str) -> dict[str, bytes]:
+class SnapshotRefused(TilthError):
+    """A snapshot holds something tilth never writes: refused whole, nothing of it restored."""
+
+
+@dataclass
+class Snapshot:
+    files: dict[str, bytes]
+    message: str
+    branch_tip: str | None
+
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+
+
+def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern, max_file: int, max_total: int) -> Snapshot:
+    """The session's files as last pushed, read as data: only regular files (mode 100644) and
+    directories, each name plain (no `..`, `/`, leading dot), each path matching `allowed`, sizes
+    within bounds; anything else is SnapshotRefused naming it."""
     repo = pygit2.Repository(str(clone))
     ref = repo.references.get(FILES_REF.format(session_id))
+    branch = repo.references.get(BRANCH_REF.format(session_id))
+    tip = str(branch.target) if branch is not None else None
     if ref is None:
-        return {}
+        return Snapshot({}, "", tip)
+    commit = repo[ref.target].peel(pygit2.Commit)
     found: dict[str, bytes] = {}
+    total = 0
 
-    def walk(tree: pygit2.Tree, prefix: str) -> None:
+    def walk(tree: pygit2.Tree, prefix: str, depth: int) -> None:
+        nonlocal total
         for entry in tree:
-            obj = repo[entry.id]
-            if isinstance(obj, pygit2.Tree):
-                walk(obj, f"{prefix}{entry.name}/")
-            else:
-                found[f"{prefix}{entry.name}"] = obj.data
+            path = f"{prefix}{entry.name}"
+            if not SAFE_NAME.match(entry.name) or depth > 3:
+                raise SnapshotRefused(f"the snapshot holds an entry named {path!r}")
+            if entry.filemode == pygit2.GIT_FILEMODE_TREE:
+                walk(repo[entry.id], f"{path}/", depth + 1)
+                continue
+            if entry.filemode != pygit2.GIT_FILEMODE_BLOB:
+                raise SnapshotRefused(f"the snapshot holds {path!r} with mode {entry.filemode:o} (a symlink, an "
+                                      "executable or a submodule); only plain files are carried")
+            if not allowed.match(path):
+                raise SnapshotRefused(f"the snapshot holds {path!r}, which is not a session file tilth writes")
+            size = repo[entry.id].size
+            total += size
+            if size > max_file or total > max_total or len(found) >= 100_000:
+                raise SnapshotRefused(f"the snapshot is too large at {path!r} ({size} bytes; at most {max_file} a "
+                                      f"file, {max_total} in all)")
+            found[path] = repo[entry.id].data
 
-    walk(repo[ref.target].peel(pygit2.Commit).tree, "")
-    return found
+    walk(commit.tree, "", 0)
+    return Snapshot(found, commit.message, tip)
+
+
+def branch_tip(clone: Path, session_id: str) -> str | None:
+    ref = pygit2.Repository(str(clone)).references.get(BRANCH_REF.format(session_id))
+    return str(ref.target) if ref is not None else None
+
+
+FAST_FORWARD_REFUSALS = ("[rejected] (non-fast-forward)", "[rejected] (fetch first)", "[rejected] (stale info)")
+"""git's words, per ref in `--porcelain` output, for "the remote has commits this push lacks"; a
+`[remote rejected]` (a hook, a quota, a ref lock) or a network error is something else."""
 
 
 def push_session(clone: Path, remote: str, session_id: str) -> None:
-    """Both refs, atomically; a refusal (the remote moved on) is PushRefused."""
+    """Both refs, atomically, never forced: only a fast-forward refusal (the remote moved on) is
+    PushRefused; any other failure is GitFailed with git's whole message (worth trying again)."""
     refs = [f"{ref}:{ref}" for ref in (BRANCH_REF.format(session_id), FILES_REF.format(session_id))]
     proc = run(clone, "push", "--quiet", "--atomic", "--porcelain", remote, *refs, check=False)
     if proc.returncode != 0:
-        said = (proc.stdout + proc.stderr).lower()
-        if "rejected" in said or "non-fast-forward" in said or "fetch first" in said:
+        said = proc.stdout + proc.stderr
+        if any(words in said for words in FAST_FORWARD_REFUSALS):
             raise PushRefused(f"the remote {remote} refused session {session_id}'s push: another worker moved it on")
-        raise GitFailed(f"git push to {remote} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        whole = " | ".join(line.strip() for line in said.splitlines() if line.strip()) or f"exit {proc.returncode}"
+        raise GitFailed(f"git push to {remote} failed: {whole}")
 
 
 def staged_patch(worktree: Path) -> bytes:
