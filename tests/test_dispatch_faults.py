@@ -124,6 +124,8 @@ def test_a_remote_outage_at_the_end_is_waited_out_and_done_comes_only_after_the_
                    "the last push to fail", 60)
         early = cluster.wait("ro", timeout=2)
         assert early.returncode == 4, "not ended while the remote lacks its work: " + early.stdout + early.stderr
+        shown = cluster.tilth("h9", "status", "ro").stdout
+        assert "finishing (2/3 done)" in shown, "the remote's progress, not the worker's: " + shown
         assert "does not appear to be a git repository" in log_of(cluster, "w1"), "git's whole message logged"
     finally:
         back(cluster)

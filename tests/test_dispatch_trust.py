@@ -265,3 +265,23 @@ def test_a_tls_broker_with_a_password_runs_sessions(tmp_path):
         assert tls.redis.password not in tls.tilth("h9", "status").stdout
     finally:
         tls.cleanup()
+
+
+@pytest.mark.timeout(180)
+def test_an_acl_user_limited_to_tilths_keys_runs_sessions(cluster):
+    admin = redis.Redis.from_url(cluster.redis.url)
+    admin.execute_command("ACL", "SETUSER", "tilth", "on", ">team-secret-pw", "resetkeys", "~tilth:*", "~rq:*",
+                          "resetchannels", "&rq:*", "+@all", "-@admin", "-@dangerous", "+info", "+client|setname",
+                          "+client|getname", "+client|id")
+    limited = f"redis://tilth:team-secret-pw@127.0.0.1:{cluster.redis.port}/0"
+    with pytest.raises(redis.ResponseError):
+        redis.Redis.from_url(limited).set("someone-else:key", b"x")  # nothing outside tilth's keys
+    for home in ("h0", "w1", "h9"):
+        cluster.home(home)
+        config = cluster.home(home) / "config.toml"
+        config.write_text(config.read_text().replace(cluster.redis.url, limited))
+    cluster.worker("w1")
+    cluster.start("acl", tasks=2)
+    waited = cluster.wait("acl")
+    assert waited.returncode == 0, waited.stdout + waited.stderr + (cluster.root / "w1.log").read_text()[-3000:]
+    assert cluster.commits("acl") == [("T-1", ""), ("T-2", "")]

@@ -68,8 +68,8 @@ def remote_state(session_id: str | None) -> tuple[Any, dict] | None:
     return (broker, state) if state is not None else None
 
 
-def forgotten(broker, known: list[str] | None = None) -> list[str]:
-    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`known`: only
+def forgotten(broker, only: list[str] | None = None) -> list[str]:
+    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
     these ids are asked about); none when the remote cannot be reached."""
     from pathlib import Path
 
@@ -78,11 +78,12 @@ def forgotten(broker, known: list[str] | None = None) -> list[str]:
     from tilth.store.home import SESSION_ID_PATTERN
 
     try:
-        on_remote = remote_sessions(Path("/"), broker.dispatch.remote)
+        on_remote = remote_sessions(Path.cwd(), broker.dispatch.remote)
     except GitFailed:
         return []
-    return [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (known is None or i in known)
-            and not broker.redis.exists(broker.key("session", i))]
+    asked = [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (only is None or i in only)]
+    registered = set(broker.session_ids()) if only is None else {i for i in asked if broker.state(i) is not None}
+    return [i for i in asked if i not in registered]
 
 
 def known(state: dict, session_id: str) -> None:

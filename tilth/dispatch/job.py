@@ -4,13 +4,13 @@
     (`run_session`, which reconciles with the branch first) -> after every task outcome
     push branch + files -> at the end push, record the state, release the lease
 
-A worker that dies loses its lease after `lease_s`; RQ hands the job (still `started`, its
-heartbeats stopped) to another worker as an abandoned job with retries left, and that worker
-carries on from the last push, made after every attempt (ledger entry, staged edits as
-`worktree.patch`) and every task outcome: the iteration in flight is lost at most, never done
-twice. A
-worker told to shut down stops the session at a safe point and queues it again; only a
-person's `tilth stop` leaves it stopped.
+A worker that dies or freezes loses its lease after `lease_s`; the next sweep of any worker
+(`holding.sweep`) queues the session again, and the worker that takes it carries on from the
+last push, made after every attempt (ledger entry, staged edits as `worktree.patch`) and every
+task outcome: the iteration in flight is lost at most, never done twice. A worker told to shut
+down stops the session at a safe point and queues it again; only a person's `tilth stop` leaves
+it stopped. Everything the job is given is checked first: its arguments (`jobdata`), its
+signature and the snapshot's (`signing`, `carried`).
 """
 
 from __future__ import annotations
@@ -159,12 +159,13 @@ def relay_inbox(broker: Broker, paths: SessionPaths) -> int:
     return len(items)
 
 
-def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str, task: str = "") -> None:
+def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str, task: str = "") -> bool:
+    """Both refs with the session's files now; False when this worker no longer holds the session."""
     if holding.lost:
-        return
+        return False
     try:
         if not holding.still_held():  # checked right before the push, not only every third of lease_s
-            return
+            return False
     except BrokerDown:
         pass  # unverifiable now; the remote still refuses a push that is not a fast-forward
     clone = Path(load_session(paths).repo)
@@ -179,9 +180,10 @@ def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str, ta
         holding.relayed -= relayed
     except BrokerDown:
         pass  # relayed again by the next push's turn or the next worker: written once by id
+    return True
 
 
-def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> None:
+def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> bool:
     """The run's last push, tried again with growing waits while it fails for any reason but a
     fast-forward refusal; after `push_patience_s` the job fails (GitFailed), so a retry or another
     worker carries on from what the remote has."""
@@ -189,8 +191,7 @@ def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: st
     deadline, wait = time.monotonic() + d.push_patience_s, min(d.retry_s, 5.0)
     while not holding.lost:
         try:
-            push(paths, settings, holding, why)
-            return
+            return push(paths, settings, holding, why)
         except PushRefused as exc:
             holding.give_up(str(exc), "another worker moved the session on")
         except GitFailed as exc:
@@ -199,6 +200,7 @@ def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: st
             log.warning("session %s: last push failed; trying again in %.0fs: %s", paths.id, wait, exc)
             time.sleep(wait)
             wait = min(wait * 2, 60.0)
+    return False
 
 
 def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding, resume: bool) -> int:
@@ -220,7 +222,10 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
                 pass
         if event.get("type") in PUSHED_AT:
             try:
-                push(paths, settings, holding, f"{event['type']} {event.get('task')}", str(event.get("task") or ""))
+                if push(paths, settings, holding, f"{event['type']} {event.get('task')}", str(event.get("task") or "")):
+                    mirror.pushed()
+                    if event.get("type") in OUTCOMES:
+                        mirror.publish_state()
             except PushRefused as exc:
                 holding.give_up(str(exc), "another worker moved the session on")
             except GitFailed as exc:  # the next boundary's push carries this one too
@@ -239,7 +244,8 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
         if handed_back:
             record.state = SessionState.queued
             save_session(paths, record)
-        last_push(paths, settings, holding, f"ended {record.state.value}")
+        if last_push(paths, settings, holding, f"ended {record.state.value}"):
+            mirror.pushed()
         if not holding.lost:  # only now may `tilth wait` see the end: the remote has all of it
             mirror.final = True
             mirror.catch_up()
