@@ -203,3 +203,23 @@ def test_resume_of_a_session_still_in_the_queue_adds_no_second_job(cluster):
     assert redis.Redis.from_url(cluster.redis.url).llen("rq:queue:tilth") == 1
     cluster.worker("w1")
     assert cluster.wait("qq").returncode == 0
+
+
+@pytest.mark.timeout(240)
+def test_a_remote_missing_when_the_job_starts_is_retried_with_waits_not_burned_through(cluster):
+    cluster.extra["w1"] = "retry_s = 0.5\ntakeovers = 10\n"
+    cluster.start("rm", tasks=2)
+    away(cluster)
+    try:
+        cluster.worker("w1")
+        wait_until(cluster.root, lambda: log_of(cluster, "w1").count("does not appear to be a git repository") >= 2,
+                   "two tries against the missing remote", 60)
+        state = redis.Redis.from_url(cluster.redis.url).hget("tilth:session:rm", "state")
+        assert state == b"queued", "still waiting for its retry, not crashed"
+    finally:
+        back(cluster)
+    waited = cluster.wait("rm")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("rm") == [("T-1", ""), ("T-2", "")]
+    tries = log_of(cluster, "w1").count("does not appear to be a git repository")
+    assert tries < 8, f"{tries} tries: the retries waited (0.5 s, doubling) instead of a burst"

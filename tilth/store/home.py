@@ -33,13 +33,16 @@ class SessionPaths:
     home: Path
     id: str
 
+    def __post_init__(self) -> None:
+        check_session_id(self.id)  # so `dir` and `worktree` never leave `sessions/` and `worktrees/`
+
     @property
     def dir(self) -> Path:
-        return under(self.home / "sessions", check_session_id(self.id))
+        return self.home / "sessions" / self.id
 
     @property
     def worktree(self) -> Path:
-        return under(self.home / "worktrees", check_session_id(self.id))
+        return self.home / "worktrees" / self.id
 
     @property
     def session_json(self) -> Path:
