@@ -70,8 +70,11 @@ def test_a_frozen_push_landing_after_a_takeover_leaves_the_session_owned_and_is_
     wait_until(cluster.root, lambda: paused(cluster, "w2"), "w2 to take over and reach its T-2 push", 60)
     os.kill(late, signal.SIGCONT)
     os.kill(late, signal.SIGUSR1)  # the stale push lands first: a fast-forward of what w2 fetched
-    wait_until(cluster.root, lambda: git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip() != before,
-               "the late push to land", 30)
+    try:
+        wait_until(cluster.root, lambda: git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip() != before,
+                   "the late push to land", 60)
+    except AssertionError:
+        raise AssertionError("the late push never landed; w1: " + log_of(cluster, "w1")[-4000:]) from None
     landed = git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip()
 
     seen = set(paused(cluster, "w1"))

@@ -109,13 +109,19 @@ def sweep(broker: Broker) -> list[str]:
         state = broker.state(session_id) or {}
         if state.get("state") not in ORPHANED or broker.lease_holder(session_id):
             continue
-        if time.time() - float(state.get("updated") or 0) < broker.dispatch.lease_s:
+        try:
+            updated = float(state.get("updated") or 0)
+        except ValueError:
+            updated = 0.0
+        if time.time() - updated < broker.dispatch.lease_s:
             continue  # a worker that just took it has not said so yet
         claim = broker.key("sweep", session_id)
         if not broker.redis.set(claim, b"1", nx=True, px=int(broker.dispatch.lease_s * 1000)):
             continue
         try:
             enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
+        except BrokerDown:
+            raise
         except Exception as exc:  # an id or remote the broker should never hold: left for a person
             log.error("session %r: not queued again: %s", session_id, exc)
             continue
