@@ -285,3 +285,13 @@ def test_an_acl_user_limited_to_tilths_keys_runs_sessions(cluster):
     waited = cluster.wait("acl")
     assert waited.returncode == 0, waited.stdout + waited.stderr + (cluster.root / "w1.log").read_text()[-3000:]
     assert cluster.commits("acl") == [("T-1", ""), ("T-2", "")]
+
+
+def test_a_secret_file_others_can_read_is_refused_in_one_line(cluster):
+    secret = cluster.root / "loose.secret"
+    secret.write_text(os.urandom(32).hex())
+    secret.chmod(0o644)
+    cluster.extra["w1"] = f'secret_file = "{secret}"\n'
+    refused = cluster.tilth("w1", "worker")
+    assert refused.returncode == 2 and "readable by others" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1

@@ -101,6 +101,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
                        "README, \"More than one machine\"")
     if args.concurrency < 1:
         raise BadInput("--concurrency must be at least 1")
+    from tilth.dispatch.signing import load_secret
+
+    load_secret(broker.dispatch)  # a secret file that cannot be used is said here, not in every job
     try:
         broker.redis.ping()
     except BrokerDown as exc:
