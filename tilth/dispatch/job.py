@@ -23,11 +23,11 @@ from pathlib import Path
 
 from tilth.core.config import Settings, load_settings
 from tilth.core.errors import TilthError
-from tilth.core.travel import machine_view
 from tilth.core.faults import checkpoint
+from tilth.core.travel import machine_view
 from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue, worker_token
-from tilth.dispatch.holding import Holding, hand_on, wait_for_lease
 from tilth.dispatch.carried import PATCH, carried_files, restore, seal, unseal
+from tilth.dispatch.holding import Holding, hand_on, wait_for_lease
 from tilth.dispatch.jobdata import RefusedJob, parse_job
 from tilth.dispatch.mirror import Mirror
 from tilth.dispatch.signing import job_signature, load_secret, matches
