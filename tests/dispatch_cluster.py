@@ -54,9 +54,12 @@ class Cluster:
         if not home.exists():
             home.mkdir()
             dispatch, _, top = self.extra.get(name, "").partition("\n\n")
+            given = {line.split("=", 1)[0].strip() for line in dispatch.splitlines() if "=" in line}
+            defaults = "".join(f"{key} = {value}\n" for key, value in
+                               (("lease_s", 4), ("heartbeat_s", 1), ("maintenance_s", 1)) if key not in given)
             (home / "config.toml").write_text(
                 top + f'\n[dispatch]\nbroker_url = "{self.redis.url}"\nremote = "{self.remote}"\n'
-                "lease_s = 4\nheartbeat_s = 1\nmaintenance_s = 1\n" + dispatch)
+                + defaults + dispatch)
         return home
 
     def env(self, name: str) -> dict[str, str]:

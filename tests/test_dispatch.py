@@ -88,6 +88,7 @@ def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
 
 @pytest.mark.timeout(120)
 def test_a_worker_that_lost_its_lease_pushes_nothing_more(cluster):
+    cluster.extra["w1"] = "lease_s = 600\n"  # its renewals 200 s apart: only the check before each push can see it
     cluster.worker("w1")
     cluster.start("x1", held="T-1")
     cluster.reached("x1", "T-1")
