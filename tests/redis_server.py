@@ -1,6 +1,7 @@
 """A real Redis from the OS packages (`make redis`: scripts/install-redis.sh) on a loopback port,
-for the dispatch tests and benchmark: append-only file on, fsynced every write, so a restart
-loses nothing that was acknowledged.
+for the dispatch tests and benchmark: a password always required (`--requirepass`, in the URL as
+a team runs it), append-only file on, fsynced every write, so a restart loses nothing that was
+acknowledged (`persistent=False`: nothing kept across a restart).
 
 Without `redis-server` a test skips with the reason; with `TILTH_REQUIRE_REDIS=1` or `CI=true`
 it fails instead.
@@ -9,6 +10,7 @@ it fails instead.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -28,19 +30,37 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, binary: str):
+    def __init__(self, directory: Path, binary: str, persistent: bool = True, tls: bool = False):
         self.dir, self.binary, self.port = directory, binary, free_port()
+        self.tls = tls
+        self.password = secrets.token_hex(12)
+        self.persistent = persistent
         self.dir.mkdir(parents=True, exist_ok=True)
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        if self.tls:
+            return (f"rediss://:{self.password}@127.0.0.1:{self.port}/0?ssl_cert_reqs=required"
+                    f"&ssl_ca_certs={self.dir / 'tls.crt'}")
+        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
+
+    def tls_args(self) -> list[str]:
+        """TLS only (no plain port), with a self-signed certificate for 127.0.0.1 made here."""
+        cert, key = self.dir / "tls.crt", self.dir / "tls.key"
+        if not cert.exists():
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                            "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert), "--tls-key-file",
+                str(key), "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"]
 
     def start(self) -> "RedisServer":
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no"],
+            [self.binary, *(self.tls_args() if self.tls else ["--port", str(self.port)]), "--bind", "127.0.0.1",
+             "--dir", str(self.dir),
+             "--appendonly", "yes" if self.persistent else "no", "--appendfsync", "always", "--save", "",
+             "--requirepass", self.password],
             stdout=open(self.dir / "redis.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True)
         self.wait_ready()
         return self
@@ -49,7 +69,7 @@ class RedisServer:
         import redis
 
         deadline = time.monotonic() + timeout
-        client = redis.Redis(port=self.port, socket_connect_timeout=1)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
         while True:
             try:
                 if client.ping():

@@ -4,139 +4,14 @@ processes, each with its own TILTH_HOME and clone, sharing a bare git remote."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import redis
 
-from conftest import git, make_repo, task
-from redis_server import RedisServer, redis_bin
+from conftest import git, task
+from dispatch_cluster import cluster  # noqa: F401 (the fixture)
 from supervised import wait_until
-
-HELD = "touch {gates}/reached-$TILTH_SESSION_TAG-$TILTH_TASK; " \
-       "while [ ! -e {gates}/go-$TILTH_SESSION_TAG-$TILTH_TASK ]; do sleep 0.05; done"
-
-
-def required() -> str:
-    binary = redis_bin()
-    if binary is None:
-        reason = "redis-server is not installed (`make redis` installs it)"
-        if os.environ.get("TILTH_REQUIRE_REDIS") == "1" or os.environ.get("CI") == "true":
-            pytest.fail(f"TILTH_REQUIRE_REDIS=1 or CI=true, but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return binary
-
-
-class Cluster:
-    def __init__(self, root: Path):
-        self.root = root
-        self.redis = RedisServer(root / "redis", required()).start()
-        self.remote = root / "remote.git"
-        source = make_repo(root / "source")
-        subprocess.run(["git", "init", "-q", "--bare", str(self.remote)], check=True)
-        git(source, "push", "-q", str(self.remote), "HEAD:refs/heads/main")
-        subprocess.run(["git", "--git-dir", str(self.remote), "symbolic-ref", "HEAD", "refs/heads/main"], check=True)
-        self.gates = root / "gates"
-        self.gates.mkdir()
-        self.workers: dict[str, subprocess.Popen] = {}
-
-    def home(self, name: str) -> Path:
-        home = self.root / name
-        if not home.exists():
-            home.mkdir()
-            (home / "config.toml").write_text(
-                f'[dispatch]\nbroker_url = "{self.redis.url}"\nremote = "{self.remote}"\n'
-                "lease_s = 4\nheartbeat_s = 1\nmaintenance_s = 1\n")
-        return home
-
-    def env(self, name: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
-        return {**env, "TILTH_HOME": str(self.home(name)), "TILTH_SANDBOX": "off", "PYTHONUNBUFFERED": "1"}
-
-    def tilth(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tilth", *args], env=self.env(name), capture_output=True,
-                              text=True, timeout=timeout, cwd=self.root)
-
-    def worker(self, name: str) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "tilth", "worker"], env=self.env(name), stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root)
-        self.workers[name] = proc
-        return proc
-
-    def kill(self, name: str) -> None:
-        """The machine dies: the worker, its RQ worker, the job's process and the agent, all at once."""
-        proc = self.workers.pop(name)
-        family, look = [], [proc.pid]
-        while look:  # every descendant: each RQ worker and the agents run in sessions of their own
-            pid = look.pop()
-            family.append(pid)
-            look += [int(c) for c in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
-                                                    text=True).stdout.split()]
-        for pid in family:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
-
-    def start(self, sid: str, tasks: int = 3, held: str | None = None, home: str = "h0",
-              before: list[dict] = ()) -> None:
-        plan = self.root / f"{sid}-prd.json"
-        plan.write_text(json.dumps([task(f"T-{n}") for n in range(1, tasks + 1)]))
-        args = ["start", "--dispatch", "--prd", str(plan), "--id", sid, "--backend", "scripted"]
-        if held:
-            command = HELD.format(gates=self.gates).replace("$TILTH_SESSION_TAG", sid)
-            scenario = self.root / f"{sid}-scenario.json"
-            steps = [*before, {"write": {"{task}.txt": "{task}\n"}, "run": [command]}]
-            scenario.write_text(json.dumps({"tasks": {held: steps}}))
-            args += ["--scenario", str(scenario)]
-        result = self.tilth(home, *args)
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert f"session {sid} dispatched" in result.stdout
-
-    def reached(self, sid: str, task_id: str, timeout: float = 60) -> None:
-        wait_until(self.gates, (self.gates / f"reached-{sid}-{task_id}").exists, f"{sid} to reach {task_id}",
-                   timeout)
-
-    def release(self, sid: str, task_id: str) -> None:
-        (self.gates / f"go-{sid}-{task_id}").touch()
-
-    def commits(self, sid: str) -> list[tuple[str, str]]:
-        out = git(self.remote, "log", "--reverse", "--format=%(trailers:key=Tilth-Task,valueonly,separator=)%x1f"
-                  "%(trailers:key=Tilth-Outcome,valueonly,separator=)", f"main..session/{sid}")
-        return [tuple(part.strip() for part in line.split("\x1f")) for line in out.splitlines() if line.strip()]
-
-    def file(self, sid: str, path: str) -> str:
-        return git(self.remote, "show", f"refs/tilth/sessions/{sid}:{path}")
-
-    def wait(self, sid: str, timeout: float = 120, home: str = "h9") -> subprocess.CompletedProcess:
-        return self.tilth(home, "wait", sid, "--timeout", str(timeout), timeout=timeout + 30)
-
-    def ran_on(self, sid: str) -> list[str]:
-        return sorted(name for name in self.workers_seen() if (self.root / name / "sessions" / sid).is_dir())
-
-    def workers_seen(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if p.name.startswith("w") and p.is_dir())
-
-    def cleanup(self) -> None:
-        for name in list(self.workers):
-            self.kill(name)
-        self.redis.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.cleanup()
-
 
 THREE = [("T-1", ""), ("T-2", ""), ("T-3", "")]
 
@@ -217,6 +92,7 @@ def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
 @pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_worker_that_lost_its_lease_pushes_nothing_more(cluster):
+    cluster.extra["w1"] = "lease_s = 600\n"  # its renewals 200 s apart: only the check before each push can see it
     cluster.worker("w1")
     cluster.start("x1", held="T-1")
     cluster.reached("x1", "T-1")

@@ -10,7 +10,7 @@ from typing import Any
 
 from tilth.core.errors import BadInput
 
-WAIT_EXIT = {"done": 0, "failed": 1, "stopped": 3, "crashed": 3, "waiting": 5}
+WAIT_EXIT = {"done": 0, "failed": 1, "refused": 1, "stopped": 3, "crashed": 3, "waiting": 5}
 
 
 def dispatch_settings():
@@ -59,9 +59,37 @@ def remote_state(session_id: str | None) -> tuple[Any, dict] | None:
     try:
         state = broker.state(session_id)
     except BrokerDown as exc:
-        raise BadInput(f"the broker {broker.dispatch.broker_url} is unreachable ({exc}); start it or fix "
+        raise BadInput(f"the broker {broker.dispatch.broker_shown} is unreachable ({exc}); start it or fix "
                        "[dispatch] broker_url") from None
+    if state is None and session_id in forgotten(broker, [session_id]):
+        state = {"id": session_id, "state": "forgotten", "remote": broker.dispatch.remote,
+                 "reason": f"on the remote but not in the broker (restarted without persistence?); "
+                           f"`tilth resume {session_id}` queues it again"}
     return (broker, state) if state is not None else None
+
+
+def forgotten(broker, only: list[str] | None = None) -> list[str]:
+    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
+    these ids are asked about); none when the remote cannot be reached."""
+    from pathlib import Path
+
+    from tilth.git.carry import remote_sessions
+    from tilth.git.gitcli import GitFailed
+    from tilth.store.home import SESSION_ID_PATTERN
+
+    try:
+        on_remote = remote_sessions(Path.cwd(), broker.dispatch.remote)
+    except GitFailed:
+        return []
+    asked = [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (only is None or i in only)]
+    registered = set(broker.session_ids()) if only is None else {i for i in asked if broker.state(i) is not None}
+    return [i for i in asked if i not in registered]
+
+
+def known(state: dict, session_id: str) -> None:
+    """A command that needs the broker's record of the session."""
+    if state.get("state") == "forgotten":
+        raise BadInput(f"session {session_id} is {state['reason']}")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -73,14 +101,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
                        "docs/dispatch.md")
     if args.concurrency < 1:
         raise BadInput("--concurrency must be at least 1")
+    from tilth.dispatch.signing import load_secret
+
+    load_secret(broker.dispatch)  # a secret file that cannot be used is said here, not in every job
     try:
         broker.redis.ping()
     except BrokerDown as exc:
-        raise BadInput(f"the broker {broker.dispatch.broker_url} is unreachable ({exc}); start it first") from None
+        raise BadInput(f"the broker {broker.dispatch.broker_shown} is unreachable ({exc}); start it first") from None
     from tilth.dispatch.workers import serve
 
     print(f"tilth worker: {args.concurrency} worker(s) on queue {broker.dispatch.queue!r} of "
-          f"{broker.dispatch.broker_url}", flush=True)
+          f"{broker.dispatch.broker_shown}", flush=True)
     return serve(args.concurrency)
 
 
@@ -139,19 +170,23 @@ def status_lines() -> list[str]:
     try:
         ids = broker.session_ids()
         states = [(i, broker.state(i) or {}) for i in ids]
+        lost = forgotten(broker)
     except BrokerDown as exc:
-        return [f"dispatched: the broker {broker.dispatch.broker_url} is unreachable ({exc})"]
-    if not states:
+        return [f"dispatched: the broker {broker.dispatch.broker_shown} is unreachable ({exc})"]
+    if not states and not lost:
         return []
     return ["dispatched sessions (broker):"] + [
         f"  {i}  {s.get('state', '?'):<8} {s.get('progress', '?'):>5}  {s.get('current') or '-':<8} "
-        f"{s.get('worker') or '-'}" for i, s in states]
+        f"{s.get('worker') or '-'}" + (f"  {s['reason']}" if s.get("state") == "refused" else "")
+        for i, s in states] + [
+        f"  {i}  forgotten  on the remote, not in the broker: `tilth resume {i}` queues it again" for i in lost]
 
 
 def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool, last: int | None = None) -> int:
     from tilth.views.readable import Readable
 
-    broker, _ = found
+    broker, state = found
+    known(state, session_id)
     readable = Readable(everything=everything)
     after, lines = "-", []
     for entry_id, event in broker.events(session_id):
@@ -171,7 +206,10 @@ def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: boo
 
 
 def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int:
-    broker, _ = found
+    broker, state = found
+    if state.get("state") == "forgotten":
+        print(f"session {session_id}: {state['reason']}", file=sys.stderr)
+        return 4
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         state = broker.state(session_id) or {}
@@ -186,6 +224,7 @@ def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int
 
 def stop(found: tuple[Any, dict], session_id: str) -> int:
     broker, state = found
+    known(state, session_id)
     broker.request_stop(session_id)
     holder = broker.lease_holder(session_id)
     if holder:
@@ -202,6 +241,7 @@ def answer(found: tuple[Any, dict], session_id: str, task_id: str, text: str) ->
     from tilth.dispatch.broker import enqueue
 
     broker, state = found
+    known(state, session_id)
     tasks = {t["id"]: t for t in state.get("tasks", [])}
     if task_id not in tasks:
         raise BadInput(f"session {session_id} has no task {task_id!r}; `tilth status {session_id}` lists its tasks")
@@ -220,6 +260,7 @@ def answer(found: tuple[Any, dict], session_id: str, task_id: str, text: str) ->
 
 def note(found: tuple[Any, dict], session_id: str, text: str, task_id: str | None) -> int:
     broker, state = found
+    known(state, session_id)
     if task_id and task_id not in {t["id"] for t in state.get("tasks", [])}:
         raise BadInput(f"session {session_id} has no task {task_id!r}; see `tilth status {session_id}`")
     broker.leave(session_id, "note", task_id, text)
@@ -231,8 +272,11 @@ def note(found: tuple[Any, dict], session_id: str, text: str, task_id: str | Non
 def resume(found: tuple[Any, dict], session_id: str) -> int:
     from tilth.dispatch.submit import resume_dispatched
 
-    broker, _ = found
-    job = resume_dispatched(broker, session_id)
+    broker, state = found
+    job = resume_dispatched(broker, session_id, state)
+    if job is None:
+        print(f"session {session_id} is already queued (job {state.get('job')}); nothing to do")
+        return 0
     print(f"session {session_id} queued again for a worker (job {job})")
     return 0
 

@@ -3,6 +3,9 @@ a Redis broker (RQ), instead of by this machine's supervisor. Absent: everything
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
@@ -29,6 +32,25 @@ class Dispatch(BaseModel):
     """`tilth start` dispatches without `--dispatch` (`--foreground` still runs here)."""
     takeovers: int = Field(10, ge=0, le=1000)
     """How many times a session's job is handed to another worker after its worker died or crashed."""
+    retry_s: float = Field(5.0, ge=0.1, le=3600)
+    """The first wait before a job whose run failed (a push that could not be made, a remote that is
+    down) is tried again; each later retry waits twice as long, up to 30 times this."""
+    push_patience_s: float = Field(600.0, ge=1, le=86400)
+    """How long a worker keeps trying a session's last push when it fails for any reason but a
+    fast-forward refusal (the remote down, a hook or quota refusing), waiting longer each time, before
+    it fails the job so that a retry (`retry_s`) or another worker carries on from the remote."""
+    remotes: list[str] = Field(default_factory=list)
+    """Remotes besides `remote` this worker takes sessions from; a job naming any other is refused
+    (a broker writer must not point the worker's git credentials at a server of theirs)."""
+    secret_file: Path | None = None
+    """A file holding the team's shared signing secret (at least 32 characters, e.g. `openssl rand -hex
+    32`, readable by its owner only). Set on the submitting machines and every worker: jobs and
+    snapshots are signed, and a worker refuses an unsigned or altered one (docs/dispatch-trust.md)."""
+
+    @property
+    def broker_shown(self) -> str:
+        """`broker_url` with its password (and ACL user's) replaced by `***`, for anything printed."""
+        return re.sub(r"^(\w+://)[^@/]*@", r"\1***@", self.broker_url)
 
     @field_validator("broker_url")
     @classmethod

@@ -22,6 +22,19 @@ LOCAL_FIELDS = ("notify", "dispatch")
 session: notification URLs carry tokens; the broker and remote are each machine's."""
 
 
+MACHINE_FIELDS = ("sandbox", "agent_network", "base_url", "evaluator_base_url", "preflight", "worker_backend",
+                  "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
+                  "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns")
+"""Recorded with a session, but a dispatched session's worker puts its own in force: what confines
+the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
+never the word of whoever wrote the session's files (`machine_view`)."""
+
+
+def machine_view(settings: Settings) -> dict[str, object]:
+    """This machine's own values of `MACHINE_FIELDS`, to put over a dispatched session's record."""
+    return settings.model_dump(mode="json", include=set(MACHINE_FIELDS))
+
+
 def travelling_fields() -> list[str]:
     return [f for f in Settings.model_fields if f not in SECRET_FIELDS and f not in SUPERVISOR_FIELDS
             and f not in LOCAL_FIELDS]

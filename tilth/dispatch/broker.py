@@ -24,10 +24,13 @@ import redis
 from rq import Callback, Queue, Retry
 
 from tilth.core.dispatching import Dispatch
+from tilth.dispatch.jobdata import JOB_FUNCTION, SERIALIZER, TilthJob, check_remote
+from tilth.dispatch.signing import job_signature, load_secret
+from tilth.store.home import check_session_id
 
 PREFIX = "tilth"
 STREAM_MAX = 50_000
-ENDED = {"done", "failed", "stopped", "waiting", "crashed"}
+ENDED = {"done", "failed", "stopped", "waiting", "crashed", "refused"}
 
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
@@ -147,12 +150,28 @@ class Broker:
         self.redis.srem(self.key("sessions"), session_id)
 
 
+def job_queue(broker: Broker) -> Queue:
+    """The session queue, its jobs written and read as JSON by tilth's job class."""
+    return Queue(broker.dispatch.queue, connection=broker.redis, serializer=SERIALIZER, job_class=TilthJob)
+
+
+def retry(dispatch: Dispatch) -> Retry | None:
+    """Takeovers and retries wait (doubling from `retry_s`), never an instant burst."""
+    if not dispatch.takeovers:
+        return None
+    waits = [min(dispatch.retry_s * 2 ** n, dispatch.retry_s * 30) for n in range(min(dispatch.takeovers, 12))]
+    return Retry(max=dispatch.takeovers, interval=waits)
+
+
 def enqueue(broker: Broker, session_id: str, remote: str, resume: bool = False) -> str:
-    queue = Queue(broker.dispatch.queue, connection=broker.redis)
-    job = queue.enqueue("tilth.dispatch.job.run_job", session_id, remote, resume, job_timeout=-1,
-                        retry=Retry(max=broker.dispatch.takeovers) if broker.dispatch.takeovers else None,
-                        on_failure=Callback(job_failed),
-                        result_ttl=7 * 86400, failure_ttl=30 * 86400, description=f"tilth session {session_id}")
+    check_session_id(session_id)
+    check_remote(remote)
+    secret = load_secret(broker.dispatch)
+    signature = {"signature": job_signature(secret, session_id, remote, resume)} if secret else {}
+    job = job_queue(broker).enqueue(JOB_FUNCTION, session_id, remote, resume, **signature, job_timeout=-1,
+                                    retry=retry(broker.dispatch), on_failure=Callback(job_failed),
+                                    result_ttl=7 * 86400, failure_ttl=30 * 86400,
+                                    description=f"tilth session {session_id}")
     broker.set_state(session_id, {"state": "queued", "job": job.id, "remote": remote})
     return job.id
 
@@ -162,7 +181,14 @@ def job_failed(job, connection, exc_type, exc_value, tb) -> None:  # noqa: ANN00
     session is marked crashed in the broker, so `tilth wait` ends and `tilth resume` says it."""
     if job.retries_left:
         return
-    session_id = job.args[0]
+    session_id = job.args[0] if job.args and isinstance(job.args[0], str) else ""
+    try:
+        check_session_id(session_id)
+    except Exception:
+        return  # not a session tilth queued: nothing of it in the broker to mark
+    current = connection.hget(Broker.key("session", session_id), "job")
+    if current is not None and current.decode() != job.id:
+        return  # a job another one superseded (queued again by a sweep or a resume)
     connection.hset(Broker.key("session", session_id), mapping={
         "state": "crashed", "worker": "", "updated": str(time.time()),
         "reason": f"no worker could finish it ({exc_type.__name__ if exc_type else 'abandoned'}; takeovers used "

@@ -4,13 +4,13 @@
     (`run_session`, which reconciles with the branch first) -> after every task outcome
     push branch + files -> at the end push, record the state, release the lease
 
-A worker that dies loses its lease after `lease_s`; RQ hands the job (still `started`, its
-heartbeats stopped) to another worker as an abandoned job with retries left, and that worker
-carries on from the last push, made after every attempt (ledger entry, staged edits as
-`worktree.patch`) and every task outcome: the iteration in flight is lost at most, never done
-twice. A
-worker told to shut down stops the session at a safe point and queues it again; only a
-person's `tilth stop` leaves it stopped.
+A worker that dies or freezes loses its lease after `lease_s`; the next sweep of any worker
+(`holding.sweep`) queues the session again, and the worker that takes it carries on from the
+last push, made after every attempt (ledger entry, staged edits as `worktree.patch`) and every
+task outcome: the iteration in flight is lost at most, never done twice. A worker told to shut
+down stops the session at a safe point and queues it again; only a person's `tilth stop` leaves
+it stopped. Everything the job is given is checked first: its arguments (`jobdata`), its
+signature and the snapshot's (`signing`, `carried`).
 """
 
 from __future__ import annotations
@@ -18,52 +18,71 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
 from tilth.core.config import Settings, load_settings
 from tilth.core.errors import TilthError
-from tilth.dispatch.broker import Broker, BrokerDown, enqueue, worker_token
+from tilth.core.faults import checkpoint
+from tilth.core.travel import machine_view
+from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue, worker_token
+from tilth.dispatch.carried import PATCH, carried_files, restore, seal, unseal
+from tilth.dispatch.holding import Holding, hand_on, wait_for_lease
+from tilth.dispatch.jobdata import RefusedJob, parse_job
 from tilth.dispatch.mirror import Mirror
+from tilth.dispatch.signing import job_signature, load_secret, matches
 from tilth.git.gitcli import GitFailed
-from tilth.git.carry import (PushRefused, apply_patch, check_out, clone_lock, ensure_clone, fetch_session,
-                             push_session, remove_checkout, snapshot, snapshot_files, staged_patch)
+from tilth.git.carry import (PushRefused, SnapshotRefused, apply_patch, check_out, clone_lock, ensure_clone,
+                             fetch_session, push_session, remove_checkout, staged_patch)
 from tilth.run.loop import run_session
-from tilth.run.stopflag import StopFlag
 from tilth.store.answers import last_question, record_answer
 from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
 from tilth.store.inbox import add_note
+from tilth.store.prd_peek import peek_plan
 from tilth.store.session import SessionState, load_session, save_session
 
 log = logging.getLogger("tilth.dispatch")
 
-LEFT_BEHIND = {"session.lock", ".reserve", "runs", "agents", ".prd.lock"}
-"""What stays on the machine that made it: locks, ballast, and the bulky per-run artifacts."""
 OUTCOMES = {"task_done", "task_failed", "task_parked"}
 PUSHED_AT = {"verdict", *OUTCOMES}
 """After every attempt (its ledger entry and staged edits) and every task outcome (its commit)."""
-PATCH = "worktree.patch"
-"""In the files snapshot: the worktree's uncommitted edits against the pushed branch tip."""
 SAFE_POINT_NEAR = {"verdict", "worker_done", *OUTCOMES}
 """The events just before the loop checks its stop flag."""
 
 
-def run_job(session_id: str, remote: str, resume: bool = False) -> str:
-    """`resume`: run as `tilth resume` does (a FAILED placeholder at the tip unwound, failed tasks
-    retried); a takeover after a worker died runs as it was queued."""
+def run_job(*args: object, **kwargs: object) -> str:
+    """Arguments (session_id, remote, resume[, signature]) parsed strictly before any use. `resume`:
+    run as `tilth resume` does (a FAILED placeholder at the tip unwound, failed tasks retried); a
+    takeover after a worker died runs as it was queued."""
     settings = load_settings(tilth_home())
     if settings.dispatch is None:
         raise TilthError("this worker's config.toml has no [dispatch] section")
+    try:
+        job = parse_job(args, kwargs, settings.dispatch)
+    except RefusedJob as exc:
+        log.error("%s", exc)
+        raise
+    session_id, remote, resume = job.session_id, job.remote, job.resume
     broker = Broker(settings.dispatch)
+    secret = load_secret(settings.dispatch)
+    if secret is not None and not matches(job_signature(secret, session_id, remote, resume), job.signature):
+        return refuse(broker, session_id, "the job is not signed with the team's secret" if job.signature is None
+                      else "the job's signature does not match (altered in the broker)")
     token = worker_token()
     if not wait_for_lease(broker, session_id, token, settings):
         return f"session {session_id}: another worker holds it ({broker.lease_holder(session_id)}); not run"
     holding = Holding(broker, session_id, token, settings, remote)
+    holding.secret = secret
     try:
         if broker.stop_requested(session_id):
             return stop_before_start(broker, session_id)
-        paths = take_over(session_id, remote)
+        ended = (broker.state(session_id) or {}).get("state")
+        if ended in ENDED and not resume:  # a stale retry of a job another worker's run superseded
+            return f"session {session_id}: already {ended}; not run"
+        try:
+            paths = take_over(session_id, remote, settings, secret)
+        except SnapshotRefused as exc:
+            return refuse(broker, session_id, str(exc))
         holding.relayed = relay_inbox(broker, paths)
         holding.start()
         code = run_here(paths, settings, broker, holding, resume)
@@ -74,85 +93,40 @@ def run_job(session_id: str, remote: str, resume: bool = False) -> str:
             broker.release_lease(session_id, token)
         except BrokerDown:
             pass  # it expires by itself
+        if holding.lost:
+            hand_on(broker, session_id, remote)
 
 
-def wait_for_lease(broker: Broker, session_id: str, token: str, settings: Settings) -> bool:
-    """A worker that just died may still hold the lease for up to `lease_s`; after twice that the
-    holder is alive and renewing it, and this job has nothing to do."""
-    deadline = time.monotonic() + 2 * settings.dispatch.lease_s
-    while not broker.take_lease(session_id, token):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
+def refuse(broker: Broker, session_id: str, why: str) -> str:
+    """A session this worker will not run: its state says why (`tilth status`, `tilth wait`)."""
+    log.error("session %s refused: %s", session_id, why)
+    try:
+        broker.set_state(session_id, {"state": "refused", "reason": f"refused by a worker: {why}", "worker": ""})
+    except BrokerDown:
+        pass
+    return f"session {session_id}: refused: {why}"
 
 
-class Holding(threading.Thread):
-    """Renews the lease every third of `lease_s` and passes a person's `tilth stop` to the run."""
-
-    def __init__(self, broker: Broker, session_id: str, token: str, settings: Settings, remote: str):
-        super().__init__(daemon=True, name=f"lease-{session_id}")
-        self.broker, self.session_id, self.token, self.remote = broker, session_id, token, remote
-        self.every = settings.dispatch.lease_s / 3
-        self.flag = StopFlag()
-        self.lost = False
-        self.user_stop = False
-        self.relayed = 0
-        """Inbox items written into the files since the last push."""
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        renewed = time.monotonic()
-        while not self._done.wait(min(1.0, self.every)):
-            try:
-                if time.monotonic() - renewed >= self.every:
-                    if not self.still_held():
-                        return
-                    renewed = time.monotonic()
-                self.poll_stop()
-            except BrokerDown:
-                continue  # the lease outlives a short outage; a long one ends in `lost` once it is back
-
-    def still_held(self) -> bool:
-        """Renew the lease; a lost one stops the run, and nothing is pushed from here again."""
-        if self.broker.renew_lease(self.session_id, self.token):
-            return True
-        self.lost = True
-        log.error("session %s: lease lost; stopping without pushing", self.session_id)
-        self.flag.set("the worker lost the session's lease")
-        return False
-
-    def poll_stop(self) -> None:
-        if not self.user_stop and self.broker.stop_requested(self.session_id):
-            self.user_stop = True
-            self.flag.set("stop requested with `tilth stop`")
-
-    def stop(self) -> None:
-        self._done.set()
-
-
-def take_over(session_id: str, remote: str) -> SessionPaths:
-    """The session's files and branch as last pushed, a fresh worktree, paths made local."""
+def take_over(session_id: str, remote: str, settings: Settings, secret: bytes | None) -> SessionPaths:
+    """The session's files and branch as last pushed (checked, SnapshotRefused), a fresh worktree,
+    paths made local, and this machine's own say on what runs (`machine_view`)."""
     home = tilth_home()
     ensure_home(home)
+    paths = session_paths(session_id, home)
     with clone_lock(home / "clones"):
         clone = ensure_clone(home / "clones", remote)
-        worktree = home / "worktrees" / session_id
-        remove_checkout(clone, session_id, worktree)
+        remove_checkout(clone, session_id, paths.worktree)
         found = fetch_session(clone, remote, session_id)
         if not found:
             raise TilthError(f"session {session_id} is not on the remote {remote}")
-        files = snapshot_files(clone, session_id)
-        check_out(clone, session_id, worktree)
-        apply_patch(worktree, files.pop(PATCH, b""))
-    paths = session_paths(session_id, home)
+        files = unseal(clone, session_id, secret).files
+        check_out(clone, session_id, paths.worktree)
+        apply_patch(clone, session_id, paths.worktree, files.pop(PATCH, b""))
     shutil.rmtree(paths.dir, ignore_errors=True)
-    for relative, data in files.items():
-        target = paths.dir / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+    restore(paths, files)
     record = load_session(paths)
-    record.repo, record.worktree = str(clone), str(worktree)
+    record.repo, record.worktree = str(clone), str(paths.worktree)
+    record.settings = {**record.settings, **machine_view(settings)}
     if record.backend.scenario:
         record.backend.scenario = str(paths.scenario)
     record.state, record.pid, record.supervised = SessionState.queued, None, False
@@ -165,9 +139,16 @@ def relay_inbox(broker: Broker, paths: SessionPaths) -> int:
     (each once, by its id); how many items of the broker's list they were. Trimmed from the
     broker only after a push carried them, so a worker that dies first loses none."""
     items = broker.inbox(paths.id)
+    try:
+        planned = {t.id for t in peek_plan(paths.prd)}
+    except Exception:  # an unreadable plan: the run that follows says what is wrong with it
+        planned = set()
     for item in items:
         text, task = item.get("text"), item.get("task")
         if not isinstance(text, str) or not text.strip():
+            continue
+        if task is not None and task not in planned:  # a task id is never made a path unless the plan has it
+            log.warning("session %s: dropped a broker %s for unknown task %r", paths.id, item.get("kind"), task)
             continue
         if item.get("kind") == "note":
             add_note(paths.dir, text, task if isinstance(task, str) else None, str(item.get("id")))
@@ -178,34 +159,49 @@ def relay_inbox(broker: Broker, paths: SessionPaths) -> int:
     return len(items)
 
 
-def carried_files(paths: SessionPaths) -> dict[str, bytes]:
-    files = {}
-    for path in sorted(paths.dir.rglob("*")):
-        relative = path.relative_to(paths.dir)
-        if path.is_file() and relative.parts[0] not in LEFT_BEHIND and not path.name.endswith(".tmp"):
-            files[relative.as_posix()] = path.read_bytes()
-    return files
-
-
-def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> None:
+def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str, task: str = "") -> bool:
+    """Both refs with the session's files now; False when this worker no longer holds the session."""
     if holding.lost:
-        return
+        return False
     try:
         if not holding.still_held():  # checked right before the push, not only every third of lease_s
-            return
+            return False
     except BrokerDown:
         pass  # unverifiable now; the remote still refuses a push that is not a fast-forward
-    clone = Path(load_session(paths).repo)
-    files = {**carried_files(paths), PATCH: staged_patch(Path(load_session(paths).worktree))}
+    record = load_session(paths)
+    clone = Path(record.repo)
+    files = {**carried_files(paths), PATCH: staged_patch(clone, paths.id, Path(record.worktree))}
     relayed = holding.relayed
     with clone_lock(tilth_home() / "clones"):
-        snapshot(clone, paths.id, files, f"tilth session {paths.id}: {why}")
+        seal(clone, paths.id, files, why, holding.secret)
+        checkpoint("before_push", task)
         push_session(clone, holding.remote, paths.id)
     try:
         holding.broker.taken(paths.id, relayed)
         holding.relayed -= relayed
     except BrokerDown:
         pass  # relayed again by the next push's turn or the next worker: written once by id
+    return True
+
+
+def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> bool:
+    """The run's last push, tried again with growing waits while it fails for any reason but a
+    fast-forward refusal; after `push_patience_s` the job fails (GitFailed), so a retry or another
+    worker carries on from what the remote has."""
+    d = settings.dispatch
+    deadline, wait = time.monotonic() + d.push_patience_s, min(d.retry_s, 5.0)
+    while not holding.lost:
+        try:
+            return push(paths, settings, holding, why)
+        except PushRefused as exc:
+            holding.give_up(str(exc), "another worker moved the session on")
+        except GitFailed as exc:
+            if time.monotonic() + wait > deadline:
+                raise
+            log.warning("session %s: last push failed; trying again in %.0fs: %s", paths.id, wait, exc)
+            time.sleep(wait)
+            wait = min(wait * 2, 60.0)
+    return False
 
 
 def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding, resume: bool) -> int:
@@ -227,12 +223,14 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
                 pass
         if event.get("type") in PUSHED_AT:
             try:
-                push(paths, settings, holding, f"{event['type']} {event.get('task')}")
-            except PushRefused:
-                holding.lost = True
-                holding.flag.set("another worker moved the session on")
+                if push(paths, settings, holding, f"{event['type']} {event.get('task')}", str(event.get("task") or "")):
+                    mirror.pushed()
+                    if event.get("type") in OUTCOMES:
+                        mirror.publish_state()
+            except PushRefused as exc:
+                holding.give_up(str(exc), "another worker moved the session on")
             except GitFailed as exc:  # the next boundary's push carries this one too
-                log.warning("session %s: push failed: %s", paths.id, exc)
+                log.warning("session %s: push failed (the next one carries it): %s", paths.id, exc)
 
     broker.set_state(paths.id, {"state": "running", "worker": holding.token, "pid": os.getpid()})
     code = 3
@@ -247,12 +245,10 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
         if handed_back:
             record.state = SessionState.queued
             save_session(paths, record)
-        if not holding.lost:
-            try:
-                push(paths, settings, holding, f"ended {record.state.value}")
-            except PushRefused:
-                holding.lost = True
-        if not holding.lost:
+        if last_push(paths, settings, holding, f"ended {record.state.value}"):
+            mirror.pushed()
+        if not holding.lost:  # only now may `tilth wait` see the end: the remote has all of it
+            mirror.final = True
             mirror.catch_up()
             mirror.publish_state(worker="")
         if holding.user_stop:

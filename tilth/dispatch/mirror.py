@@ -26,6 +26,10 @@ class Mirror:
     def __init__(self, broker: Broker, paths: SessionPaths):
         self.broker, self.paths = broker, paths
         self.offset = self._mirrored_bytes()
+        self.final = False
+        """The run's last push is on the remote: its end state may be shown (until then `finishing`)."""
+        self.on_remote = state_of(paths)["progress"]
+        """The progress the remote has (the files restored, then each successful push): what is shown."""
 
     def _mirrored_bytes(self) -> int:
         """Where a previous worker's mirror stopped: the journal it restored already went out."""
@@ -53,9 +57,16 @@ class Mirror:
         if any(any(f'"type":"{kind}"'.encode() in line for kind in STATE_EVENTS) for line in lines):
             self.publish_state()
 
+    def pushed(self) -> None:
+        self.on_remote = state_of(self.paths)["progress"]
+
     def publish_state(self, **extra: object) -> None:
+        state = state_of(self.paths)
+        if not self.final and state["state"] not in ("running", "queued", "paused"):
+            state["state"] = "finishing"
+        state["progress"] = self.on_remote
         try:
-            self.broker.set_state(self.paths.id, {**state_of(self.paths), **extra})
+            self.broker.set_state(self.paths.id, {**state, **extra})
         except BrokerDown:
             log.warning("session %s: broker unreachable; its state goes out with the next event", self.paths.id)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.dispatch.broker import Broker, enqueue
-from tilth.dispatch.job import carried_files
+from tilth.dispatch.carried import carried_files, seal
 from tilth.dispatch.mirror import state_of
-from tilth.git.carry import clone_lock, default_head, ensure_clone, push_session, remote_refs, remove_checkout, \
-    snapshot
+from tilth.dispatch.signing import load_secret
+from tilth.git.carry import clone_lock, default_head, ensure_clone, push_session, remote_refs, remove_checkout
 from tilth.run.create import create_session
 from tilth.store.home import SessionPaths, tilth_home
 from tilth.store.session import BackendChoice
@@ -26,16 +26,18 @@ def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str 
                      say=print) -> SessionPaths:
     broker = Broker(settings.dispatch)
     broker.redis.ping()
+    secret = load_secret(settings.dispatch)
     home = tilth_home()
     with clone_lock(home / "clones"):
         clone = ensure_clone(home / "clones", remote)
         base_sha = base or default_head(clone, remote)
         if session_id and remote_refs(clone, remote, session_id):
-            raise BadInput(f"session {session_id!r} already exists on the remote {remote}; choose another --id")
+            raise BadInput(f"session {session_id!r} already exists on the remote {remote}; choose another --id "
+                           f"(`tilth resume {session_id}` queues it again if the broker forgot it)")
         paths = create_session(clone, plan, session_id, base_sha, backend, settings, checks, notify=say,
                                seed_dir=seed, home=home / STAGING)
         try:
-            snapshot(clone, paths.id, carried_files(paths), f"tilth session {paths.id}: created")
+            seal(clone, paths.id, carried_files(paths), "created", secret)
             push_session(clone, remote, paths.id)
             state = state_of(paths)
         finally:
@@ -46,12 +48,25 @@ def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str 
     return paths
 
 
-def resume_dispatched(broker: Broker, session_id: str) -> str:
-    state = broker.state(session_id)
-    if state is None:
-        raise BadInput(f"no dispatched session {session_id!r} in the broker; `tilth status` lists them")
+def resume_dispatched(broker: Broker, session_id: str, state: dict) -> str | None:
+    """Queue the session again (resumed); None when its job is still waiting in the queue. A
+    session the broker forgot (found on the remote) is registered again first."""
     if broker.lease_holder(session_id):
         raise BadInput(f"session {session_id} is running on a worker ({broker.lease_holder(session_id)}); "
                        "nothing to resume")
+    remote = state.get("remote") or broker.dispatch.remote
+    if state.get("state") == "forgotten":
+        broker.register(session_id, {"id": session_id, "state": "queued", "remote": remote,
+                                     "branch": f"session/{session_id}"})
+    elif state.get("state") == "queued" and still_queued(broker, state.get("job")):
+        return None
     broker.clear_stop(session_id)
-    return enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote, resume=True)
+    return enqueue(broker, session_id, remote, resume=True)
+
+
+def still_queued(broker: Broker, job_id: str | None) -> bool:
+    """The job waits in the queue, or for its retry's turn."""
+    if not job_id:
+        return False
+    status = broker.redis.hget(f"rq:job:{job_id}", "status")
+    return status is not None and status.decode() in ("queued", "scheduled", "deferred")

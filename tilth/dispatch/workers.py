@@ -18,6 +18,9 @@ from rq import Queue, Worker
 
 from tilth.core.config import load_settings
 from tilth.core.processes import proc_stat
+from tilth.dispatch.broker import Broker, BrokerDown
+from tilth.dispatch.holding import sweep
+from tilth.dispatch.jobdata import SERIALIZER, TilthJob
 from tilth.store.home import tilth_home
 
 log = logging.getLogger("tilth.dispatch")
@@ -54,16 +57,22 @@ def work_here() -> int:
         return 2
     connection = redis.Redis.from_url(d.broker_url)
     # RQ looks for abandoned jobs only between waits for the next job, and waits worker_ttl - 15 s.
-    worker = TilthWorker([Queue(d.queue, connection=connection)], connection=connection,
+    # JSON only, tilth's job class only: a job naming anything else fails unrun (jobdata.py).
+    queue = Queue(d.queue, connection=connection, serializer=SERIALIZER, job_class=TilthJob)
+    worker = TilthWorker([queue], connection=connection, serializer=SERIALIZER, job_class=TilthJob,
                          job_monitoring_interval=d.heartbeat_s, maintenance_interval=d.maintenance_s,
                          worker_ttl=d.maintenance_s + 15)
-    worker.work(logging_level="INFO", dequeue_strategy="default")
+    worker.work(logging_level="INFO", dequeue_strategy="default", with_scheduler=True)
     return 0
 
 
 def serve(concurrency: int) -> int:
-    """Keep `concurrency` workers running until SIGTERM/SIGINT."""
+    """Keep `concurrency` workers running until SIGTERM/SIGINT, and sweep for sessions nobody holds
+    every `maintenance_s` (even while every worker here is busy with a session)."""
     stopping = threading.Event()
+    dispatch = load_settings(tilth_home()).dispatch
+    broker = Broker(dispatch)
+    swept = time.monotonic()
 
     def stop(signum: int, frame: object) -> None:
         stopping.set()
@@ -86,7 +95,13 @@ def serve(concurrency: int) -> int:
             children[slot] = subprocess.Popen([sys.executable, "-m", "tilth.dispatch"],
                                               start_new_session=True)
             print(f"tilth worker: slot {slot} pid {children[slot].pid}", flush=True)
-        stopping.wait(1.0)
+        if time.monotonic() - swept >= dispatch.maintenance_s:
+            swept = time.monotonic()
+            try:
+                sweep(broker)
+            except BrokerDown:
+                pass  # the next sweep, once the broker is back
+        stopping.wait(min(1.0, dispatch.maintenance_s))
     for child in children.values():
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGTERM)

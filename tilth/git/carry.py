@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import re
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pygit2
 
 from tilth.core.errors import TilthError
-from tilth.git.gitcli import GitFailed, run
+from tilth.git import worktree_git
+from tilth.git.gitcli import GitFailed, run, telling_line
 from tilth.git.gitops import readd_worktree, signature, worktree_admin_dir
+from tilth.git.worktree_git import session_git_dir, worktree_name
 
 FILES_REF = "refs/tilth/sessions/{}"
 BRANCH_REF = "refs/heads/session/{}"
@@ -64,6 +68,15 @@ def remote_refs(clone: Path, remote: str, session_id: str) -> dict[str, str]:
     return {ref: sha for sha, ref in (line.split("\t", 1) for line in listed.splitlines() if "\t" in line)}
 
 
+def remote_sessions(cwd: Path, remote: str) -> list[str]:
+    """The ids of the sessions whose files are on `remote` (`refs/tilth/sessions/*`), as named there
+    (the caller checks each before it becomes part of a path)."""
+    listed = run(cwd, "ls-remote", remote, FILES_REF.format("*")).stdout
+    prefix = FILES_REF.format("")
+    return sorted(line.split("\t", 1)[1][len(prefix):] for line in listed.splitlines()
+                  if "\t" in line and line.split("\t", 1)[1].startswith(prefix))
+
+
 def fetch_session(clone: Path, remote: str, session_id: str) -> dict[str, str]:
     """The session's two refs fetched over the clone's own (a local branch ahead of the remote,
     from a run that died before its push, is discarded: that work is lost, never duplicated)."""
@@ -85,12 +98,12 @@ def check_out(clone: Path, session_id: str, worktree: Path) -> None:
     """A fresh worktree of the session branch at `worktree` (anything a dead run left there is
     discarded: the branch as pushed is the truth)."""
     remove_checkout(clone, session_id, worktree)
-    readd_worktree(pygit2.Repository(str(clone)), f"tilth-{session_id}", worktree, f"session/{session_id}")
+    readd_worktree(pygit2.Repository(str(clone)), worktree_name(session_id), worktree, f"session/{session_id}")
 
 
 def remove_checkout(clone: Path, session_id: str, worktree: Path) -> None:
     repo = pygit2.Repository(str(clone))
-    name = f"tilth-{session_id}"
+    name = worktree_name(session_id)
     shutil.rmtree(worktree, ignore_errors=True)
     if name in repo.list_worktrees():
         repo.lookup_worktree(name).prune(True)
@@ -127,49 +140,103 @@ def _tree(repo: pygit2.Repository, node: dict) -> pygit2.Oid:
     return builder.write()
 
 
-def snapshot_files(clone: Path, session_id: str) -> dict[str, bytes]:
+class SnapshotRefused(TilthError):
+    """A snapshot holds something tilth never writes: refused whole, nothing of it restored."""
+
+
+@dataclass
+class Snapshot:
+    files: dict[str, bytes]
+    message: str
+    branch_tip: str | None
+
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+
+
+def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern, max_file: int, max_total: int) -> Snapshot:
+    """The session's files as last pushed, read as data: only regular files (mode 100644) and
+    directories, each name plain (no `..`, `/`, leading dot), each path matching `allowed`, sizes
+    within bounds; anything else is SnapshotRefused naming it."""
     repo = pygit2.Repository(str(clone))
     ref = repo.references.get(FILES_REF.format(session_id))
+    branch = repo.references.get(BRANCH_REF.format(session_id))
+    tip = str(branch.target) if branch is not None else None
     if ref is None:
-        return {}
+        return Snapshot({}, "", tip)
+    commit = repo[ref.target].peel(pygit2.Commit)
     found: dict[str, bytes] = {}
+    total = 0
 
-    def walk(tree: pygit2.Tree, prefix: str) -> None:
+    def walk(tree: pygit2.Tree, prefix: str, depth: int) -> None:
+        nonlocal total
         for entry in tree:
-            obj = repo[entry.id]
-            if isinstance(obj, pygit2.Tree):
-                walk(obj, f"{prefix}{entry.name}/")
-            else:
-                found[f"{prefix}{entry.name}"] = obj.data
+            path = f"{prefix}{entry.name}"
+            if not SAFE_NAME.match(entry.name) or depth > 3:
+                raise SnapshotRefused(f"the snapshot holds an entry named {path!r}")
+            if entry.filemode == pygit2.GIT_FILEMODE_TREE:
+                walk(repo[entry.id], f"{path}/", depth + 1)
+                continue
+            if entry.filemode != pygit2.GIT_FILEMODE_BLOB:
+                raise SnapshotRefused(f"the snapshot holds {path!r} with mode {entry.filemode:o} (a symlink, an "
+                                      "executable or a submodule); only plain files are carried")
+            if not allowed.match(path):
+                raise SnapshotRefused(f"the snapshot holds {path!r}, which is not a session file tilth writes")
+            size = repo[entry.id].size
+            total += size
+            if size > max_file or total > max_total or len(found) >= 100_000:
+                raise SnapshotRefused(f"the snapshot is too large at {path!r} ({size} bytes; at most {max_file} a "
+                                      f"file, {max_total} in all)")
+            found[path] = repo[entry.id].data
 
-    walk(repo[ref.target].peel(pygit2.Commit).tree, "")
-    return found
+    walk(commit.tree, "", 0)
+    return Snapshot(found, commit.message, tip)
+
+
+def branch_tip(clone: Path, session_id: str) -> str | None:
+    ref = pygit2.Repository(str(clone)).references.get(BRANCH_REF.format(session_id))
+    return str(ref.target) if ref is not None else None
+
+
+FAST_FORWARD_REFUSALS = ("[rejected] (non-fast-forward)", "[rejected] (fetch first)", "[rejected] (stale info)")
+"""git's words, per ref in `--porcelain` output, for "the remote has commits this push lacks"; a
+`[remote rejected]` (a hook, a quota, a ref lock) or a network error is something else."""
 
 
 def push_session(clone: Path, remote: str, session_id: str) -> None:
-    """Both refs, atomically; a refusal (the remote moved on) is PushRefused."""
+    """Both refs, atomically, never forced: only a fast-forward refusal (the remote moved on) is
+    PushRefused; any other failure is GitFailed with git's whole message (worth trying again)."""
     refs = [f"{ref}:{ref}" for ref in (BRANCH_REF.format(session_id), FILES_REF.format(session_id))]
     proc = run(clone, "push", "--quiet", "--atomic", "--porcelain", remote, *refs, check=False)
     if proc.returncode != 0:
-        said = (proc.stdout + proc.stderr).lower()
-        if "rejected" in said or "non-fast-forward" in said or "fetch first" in said:
+        said = proc.stdout + proc.stderr
+        if any(words in said for words in FAST_FORWARD_REFUSALS):
             raise PushRefused(f"the remote {remote} refused session {session_id}'s push: another worker moved it on")
-        raise GitFailed(f"git push to {remote} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        whole = " | ".join(line.strip() for line in said.splitlines() if line.strip()) or f"exit {proc.returncode}"
+        raise GitFailed(f"git push to {remote} failed: {whole}")
 
 
-def staged_patch(worktree: Path) -> bytes:
+def staged_patch(clone: Path, session_id: str, worktree: Path) -> bytes:
     """The worktree's staged changes against its HEAD (the loop stages everything before each
-    evaluation), as a binary patch: an attempt's edits, carried with the session's files."""
-    return run(worktree, "diff", "--cached", "--binary").stdout.encode()
+    evaluation), as a binary patch: an attempt's edits, carried with the session's files. Through
+    `worktree_git`, so no external diff, textconv or fsmonitor the worktree names runs."""
+    done = worktree_git.run(session_git_dir(clone, session_id), worktree, "diff", "--cached", "--binary",
+                            "--no-ext-diff", "--no-textconv", "--no-color", text=False)
+    if done.returncode != 0:
+        raise GitFailed(f"git diff failed in {worktree}: {telling_line(done.stderr.decode(errors='replace'))}")
+    return bytes(done.stdout)
 
 
-def apply_patch(worktree: Path, patch: bytes) -> None:
+def apply_patch(clone: Path, session_id: str, worktree: Path, patch: bytes) -> None:
     """Put a carried attempt's edits back into a fresh worktree (staged, as they were)."""
     if not patch.strip():
         return
     target = worktree.parent / f".{worktree.name}.carried.patch"
     target.write_bytes(patch)
     try:
-        run(worktree, "apply", "--index", "--binary", str(target))
+        done = worktree_git.run(session_git_dir(clone, session_id), worktree, "apply", "--index", "--binary",
+                                str(target))
+        if done.returncode != 0:
+            raise GitFailed(f"git apply of the carried edits failed in {worktree}: {telling_line(done.stderr)}")
     finally:
         target.unlink(missing_ok=True)

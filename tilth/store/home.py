@@ -33,6 +33,9 @@ class SessionPaths:
     home: Path
     id: str
 
+    def __post_init__(self) -> None:
+        check_session_id(self.id)  # so `dir` and `worktree` never leave `sessions/` and `worktrees/`
+
     @property
     def dir(self) -> Path:
         return self.home / "sessions" / self.id
@@ -101,6 +104,16 @@ def ensure_home(home: Path) -> None:
                            "again (nothing was created)") from None
         raise BadInput(f"TILTH_HOME {home} cannot be used ({exc.strerror}); set TILTH_HOME to a writable "
                        "directory") from None
+
+
+def under(root: Path, *parts: str) -> Path:
+    """`root / parts`, refused (BadInput) unless it stays inside `root`: every path tilth builds from
+    an id it was given goes through here."""
+    path = root.joinpath(*parts)
+    if any(part in ("", ".", "..") or "/" in part or "\0" in part for part in parts) \
+            or not os.path.abspath(path).startswith(os.path.abspath(root) + os.sep):
+        raise BadInput(f"refused path {'/'.join(parts)!r}: it does not stay inside {root}")
+    return path
 
 
 def session_paths(session_id: str, home: Path | None = None) -> SessionPaths:

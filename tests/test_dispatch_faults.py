@@ -1,0 +1,233 @@
+"""Dispatch as an operator meets it: after each fault every dispatched session has an owner or an
+end state with a reason, every task is committed once, and it finishes without a person's help.
+Real redis-server (with a password), a bare remote, real `tilth worker` processes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+import redis
+
+from conftest import git
+from dispatch_cluster import Cluster, cluster  # noqa: F401 (the fixture)
+from supervised import wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+THREE = [("T-1", ""), ("T-2", ""), ("T-3", "")]
+
+
+def job_pid(cluster, sid: str) -> int:
+    return int(redis.Redis.from_url(cluster.redis.url).hget(f"tilth:session:{sid}", "pid"))
+
+
+def log_of(cluster, name: str) -> str:
+    path = cluster.root / f"{name}.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+@pytest.mark.timeout(240)
+def test_a_lease_that_lapses_under_sigstop_moves_the_session_on_within_the_lease(cluster):
+    cluster.worker("w1")
+    cluster.start("z", held="T-2")
+    cluster.reached("z", "T-2")
+    frozen = job_pid(cluster, "z")
+    cluster.worker("w2")
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        wait_until(cluster.root, lambda: (cluster.home("w2") / "sessions" / "z").is_dir(),
+                   "w2 to take the frozen worker's session over", 40)
+        took = time.monotonic() - began
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    assert took < 30, f"takeover took {took:.0f}s: RQ's heartbeat threshold, not the 4 s lease"
+    cluster.release("z", "T-2")
+    waited = cluster.wait("z")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("z") == THREE, "every task committed once"
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "the frozen worker to see it", 30)
+
+
+def paused(cluster, name: str) -> list[int]:
+    return [int(pid) for pid in re.findall(r"paused at before_push pid=(\d+)", log_of(cluster, name))]
+
+
+@pytest.mark.timeout(300)
+def test_a_frozen_push_landing_after_a_takeover_leaves_the_session_owned_and_is_never_overwritten(cluster):
+    for name in ("w1", "w2"):
+        cluster.environ[name] = {"TILTH_TEST_PAUSE_AT": "before_push@T-2"}
+    cluster.worker("w1")
+    cluster.start("lp")
+    wait_until(cluster.root, lambda: paused(cluster, "w1"), "w1 to reach its T-2 push", 60)
+    late = paused(cluster, "w1")[0]
+    os.kill(late, signal.SIGSTOP)  # frozen between its lease check and its push
+    before = git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip()
+    cluster.worker("w2")
+    wait_until(cluster.root, lambda: paused(cluster, "w2"), "w2 to take over and reach its T-2 push", 60)
+    os.kill(late, signal.SIGCONT)
+    os.kill(late, signal.SIGUSR1)  # the stale push lands first: a fast-forward of what w2 fetched
+    try:
+        wait_until(cluster.root, lambda: git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip() != before,
+                   "the late push to land", 60)
+    except AssertionError:
+        raise AssertionError("the late push never landed; w1: " + log_of(cluster, "w1")[-4000:]) from None
+    landed = git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip()
+
+    seen = set(paused(cluster, "w1"))
+    stop = threading.Event()
+
+    def keep_going() -> None:  # every later pause (w2's refused push, the runs after it) goes on at once
+        while not stop.wait(0.2):
+            for name in ("w1", "w2"):
+                for pid in paused(cluster, name):
+                    if pid not in seen:
+                        seen.add(pid)
+                        try:
+                            os.kill(pid, signal.SIGUSR1)
+                        except ProcessLookupError:
+                            pass
+
+    helper = threading.Thread(target=keep_going, daemon=True)
+    helper.start()
+    try:
+        waited = cluster.wait("lp", timeout=180)
+    finally:
+        stop.set()
+        helper.join()
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("lp") == THREE, "every task committed once"
+    final = git(cluster.remote, "rev-parse", "refs/tilth/sessions/lp").strip()
+    git(cluster.remote, "merge-base", "--is-ancestor", landed, final)  # raises unless the landed push was
+    # built on, never overwritten by a forced one
+    assert "another worker moved it on" in log_of(cluster, "w2"), "w2's push was refused as a fast-forward"
+
+
+def away(cluster) -> None:
+    cluster.remote.rename(cluster.remote.with_name("remote.away"))
+
+
+def back(cluster) -> None:
+    cluster.remote.with_name("remote.away").rename(cluster.remote)
+
+
+@pytest.mark.timeout(240)
+def test_a_remote_outage_at_the_end_is_waited_out_and_done_comes_only_after_the_last_push(cluster):
+    cluster.extra["w1"] = "retry_s = 0.5\n"
+    cluster.worker("w1")
+    cluster.start("ro", held="T-3")
+    cluster.reached("ro", "T-3")
+    away(cluster)
+    try:
+        cluster.release("ro", "T-3")
+        wait_until(cluster.root, lambda: "last push failed; trying again" in log_of(cluster, "w1"),
+                   "the last push to fail", 60)
+        early = cluster.wait("ro", timeout=2)
+        assert early.returncode == 4, "not ended while the remote lacks its work: " + early.stdout + early.stderr
+        shown = cluster.tilth("h9", "status", "ro").stdout
+        assert "finishing (2/3 done)" in shown, "the remote's progress, not the worker's: " + shown
+        assert "does not appear to be a git repository" in log_of(cluster, "w1"), "git's whole message logged"
+    finally:
+        back(cluster)
+    waited = cluster.wait("ro")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("ro") == THREE
+
+
+@pytest.mark.timeout(240)
+def test_a_push_refused_by_a_server_hook_is_retried_not_taken_for_a_takeover(cluster):
+    flag = cluster.root / "refuse-pushes"
+    hook = cluster.remote / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\nif [ -e {flag} ]; then echo 'quota exceeded for tilth' >&2; exit 1; fi\n")
+    hook.chmod(0o755)
+    cluster.extra["w1"] = "retry_s = 0.5\n"
+    cluster.worker("w1")
+    cluster.start("hk", held="T-2")
+    cluster.reached("hk", "T-2")
+    flag.touch()
+    cluster.release("hk", "T-2")
+    wait_until(cluster.root, lambda: "last push failed; trying again" in log_of(cluster, "w1"),
+               "the last push to be refused", 60)
+    assert "quota exceeded for tilth" in log_of(cluster, "w1"), "the hook's words are in the log"
+    flag.unlink()
+    waited = cluster.wait("hk")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("hk") == THREE
+
+
+@pytest.mark.timeout(300)
+def test_a_broker_outage_longer_than_the_lease_strands_no_running_session(cluster):
+    cluster.worker("w1")
+    cluster.worker("w2")
+    cluster.start("b1", held="T-2")
+    cluster.start("b2", held="T-2")
+    cluster.reached("b1", "T-2")
+    cluster.reached("b2", "T-2")
+    cluster.redis.stop()
+    time.sleep(6)  # the outage itself: longer than the 4 s lease
+    cluster.redis.start()
+    for sid in ("b1", "b2"):
+        cluster.release(sid, "T-2")
+    for sid in ("b1", "b2"):
+        waited = cluster.wait(sid, timeout=150)
+        assert waited.returncode == 0, sid + waited.stdout + waited.stderr
+        assert cluster.commits(sid) == THREE, sid
+
+
+@pytest.mark.timeout(240)
+def test_sessions_a_broker_without_persistence_forgot_are_found_on_the_remote_and_resumed(tmp_path):
+    lost = Cluster(tmp_path, persistent=False)
+    try:
+        lost.start("np", tasks=2)
+        lost.redis.restart()  # nothing kept: the queued job and the session's record are gone
+        status = lost.tilth("h9", "status")
+        assert "np  forgotten" in status.stdout and "tilth resume np" in status.stdout, status.stdout
+        again = lost.tilth("h0", "start", "--dispatch", "--prd", str(tmp_path / "np-prd.json"), "--id", "np",
+                           "--backend", "scripted")
+        assert again.returncode == 2 and "tilth resume np" in again.stderr, again.stderr
+        resumed = lost.tilth("h9", "resume", "np")
+        assert resumed.returncode == 0 and "queued again" in resumed.stdout, resumed.stdout + resumed.stderr
+        lost.worker("w1")
+        waited = lost.wait("np")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert lost.commits("np") == [("T-1", ""), ("T-2", "")]
+    finally:
+        lost.cleanup()
+
+
+@pytest.mark.timeout(120)
+def test_resume_of_a_session_still_in_the_queue_adds_no_second_job(cluster):
+    cluster.start("qq", tasks=1)
+    resumed = cluster.tilth("h9", "resume", "qq")
+    assert resumed.returncode == 0 and "already queued" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert redis.Redis.from_url(cluster.redis.url).llen("rq:queue:tilth") == 1
+    cluster.worker("w1")
+    assert cluster.wait("qq").returncode == 0
+
+
+@pytest.mark.timeout(240)
+def test_a_remote_missing_when_the_job_starts_is_retried_with_waits_not_burned_through(cluster):
+    cluster.extra["h0"] = "retry_s = 0.5\ntakeovers = 10\n"  # the submitting machine sets the job's retries
+
+    def tries() -> int:
+        return log_of(cluster, "w1").count("exception raised while executing")
+
+    cluster.start("rm", tasks=2)
+    away(cluster)
+    try:
+        cluster.worker("w1")
+        wait_until(cluster.root, lambda: tries() >= 2, "two tries against the missing remote", 60)
+        state = redis.Redis.from_url(cluster.redis.url).hget("tilth:session:rm", "state")
+        assert state == b"queued", "still waiting for its retry, not crashed"
+        assert "does not exist" in log_of(cluster, "w1")
+    finally:
+        back(cluster)
+    waited = cluster.wait("rm")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("rm") == [("T-1", ""), ("T-2", "")]
+    assert tries() < 8, f"{tries()} tries: the retries waited (0.5 s, doubling) instead of a burst"

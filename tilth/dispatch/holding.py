@@ -1,0 +1,130 @@
+"""A worker's hold on one dispatched session: the lease in the broker, renewed every third of
+`lease_s` (taken again if it lapsed and nobody took it), a person's `tilth stop` passed to the run,
+and what happens when the hold is lost (`hand_on`: the session is queued again unless another
+worker holds it or it has ended)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from tilth.core.config import Settings
+from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue
+from tilth.run.stopflag import StopFlag
+
+log = logging.getLogger("tilth.dispatch")
+
+
+def wait_for_lease(broker: Broker, session_id: str, token: str, settings: Settings) -> bool:
+    """A worker that just died may still hold the lease for up to `lease_s`; after twice that the
+    holder is alive and renewing it, and this job has nothing to do."""
+    deadline = time.monotonic() + 2 * settings.dispatch.lease_s
+    while not broker.take_lease(session_id, token):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+class Holding(threading.Thread):
+    """Renews the lease every third of `lease_s` and passes a person's `tilth stop` to the run."""
+
+    def __init__(self, broker: Broker, session_id: str, token: str, settings: Settings, remote: str):
+        super().__init__(daemon=True, name=f"lease-{session_id}")
+        self.broker, self.session_id, self.token, self.remote = broker, session_id, token, remote
+        self.every = settings.dispatch.lease_s / 3
+        self.flag = StopFlag()
+        self.lost = False
+        self.user_stop = False
+        self.relayed = 0
+        """Inbox items written into the files since the last push."""
+        self.secret: bytes | None = None
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        renewed = time.monotonic()
+        while not self._done.wait(min(1.0, self.every)):
+            try:
+                if time.monotonic() - renewed >= self.every:
+                    if not self.still_held():
+                        return
+                    renewed = time.monotonic()
+                self.poll_stop()
+            except BrokerDown:
+                continue  # the lease outlives a short outage; a long one ends in `lost` once it is back
+
+    def still_held(self) -> bool:
+        """Renew the lease. One that lapsed while this process was frozen or the broker away, and
+        that nobody took meanwhile, is taken again: no other worker ran the session, and the remote
+        refuses a push that is not a fast-forward anyway. One another worker holds is lost: the run
+        stops, and nothing is pushed from here again."""
+        if self.broker.renew_lease(self.session_id, self.token):
+            return True
+        if self.broker.take_lease(self.session_id, self.token):
+            log.warning("session %s: the lease lapsed and nobody took it; taken again", self.session_id)
+            return True
+        self.give_up(f"lease lost to {self.broker.lease_holder(self.session_id)}; stopping without pushing",
+                     "the worker lost the session's lease")
+        return False
+
+    def give_up(self, logged: str, reason: str) -> None:
+        """The session is someone else's to run now (or nobody's: `hand_on` queues it again)."""
+        self.lost = True
+        log.error("session %s: %s", self.session_id, logged)
+        self.flag.set(reason)
+
+    def poll_stop(self) -> None:
+        if not self.user_stop and self.broker.stop_requested(self.session_id):
+            self.user_stop = True
+            self.flag.set("stop requested with `tilth stop`")
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+def hand_on(broker: Broker, session_id: str, remote: str) -> None:
+    """A run that stopped because it lost the lease or its push was refused: the session is
+    queued again once no lease holds it and it has not ended (the sweep finds it otherwise)."""
+    try:
+        state = (broker.state(session_id) or {}).get("state")
+        if broker.lease_holder(session_id) or state in ENDED:
+            return
+        enqueue(broker, session_id, remote)
+        log.warning("session %s: queued again for the next worker", session_id)
+    except BrokerDown:
+        pass
+
+
+ORPHANED = ("running", "finishing")
+
+
+def sweep(broker: Broker) -> list[str]:
+    """Every worker machine, every `maintenance_s`: sessions the broker shows running that no lease
+    holds (their worker died, froze, or lost the broker for longer than `lease_s`) are queued again,
+    each by one machine only. The lease, not RQ's heartbeat threshold, decides: a dead worker's
+    session moves on about `lease_s` after it died."""
+    queued = []
+    for session_id in broker.session_ids():
+        state = broker.state(session_id) or {}
+        if state.get("state") not in ORPHANED or broker.lease_holder(session_id):
+            continue
+        try:
+            updated = float(state.get("updated") or 0)
+        except ValueError:
+            updated = 0.0
+        if time.time() - updated < broker.dispatch.lease_s:
+            continue  # a worker that just took it has not said so yet
+        claim = broker.key("sweep", session_id)
+        if not broker.redis.set(claim, b"1", nx=True, px=int(broker.dispatch.lease_s * 1000)):
+            continue
+        try:
+            enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
+        except BrokerDown:
+            raise
+        except Exception as exc:  # an id or remote the broker should never hold: left for a person
+            log.error("session %r: not queued again: %s", session_id, exc)
+            continue
+        log.warning("session %s: running with no worker holding it; queued again", session_id)
+        queued.append(session_id)
+    return queued
