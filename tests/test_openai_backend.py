@@ -247,10 +247,10 @@ def test_config_shows_sources_and_masks_keys(sandbox):
     result = sandbox.tilth("config", env={"TILTH_API_KEY": KEY, "TILTH_WORKER_MODEL": "from-env"})
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    assert "worker_model = from-env  (env TILTH_WORKER_MODEL)" in lines
-    assert f"base_url = openrouter -> https://openrouter.ai/api/v1  ({sandbox.home / 'config.toml'})" in lines
-    assert "api_key = sk-...6789  (env TILTH_API_KEY)" in lines
-    assert "max_iterations_per_task = 5  (default)" in lines
+    assert "worker_model = from-env  (env TILTH_WORKER_MODEL) [session]" in lines
+    assert f"base_url = openrouter -> https://openrouter.ai/api/v1  ({sandbox.home / 'config.toml'}) [machine]" in lines
+    assert "api_key = sk-...6789  (env TILTH_API_KEY) [secret]" in lines
+    assert "max_iterations_per_task = 5  (default) [session]" in lines
     assert KEY not in result.stdout
 
 

@@ -10,7 +10,8 @@ import os
 import sys
 
 from tilth.core import VERSION
-from tilth.cli import cmd_answer, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
+from tilth.cli import (cmd_answer, cmd_config, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan,
+                       cmd_prep, cmd_review, cmd_serve)
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.cli.stderr import say
 from tilth.core.errors import BadInput, DiskFull, TilthError
@@ -117,21 +118,6 @@ def cmd_start(args: argparse.Namespace) -> int:
     return cmd_daemon.hand_over(paths, "start", resume=False, start_at=start_at)
 
 
-def cmd_config(args: argparse.Namespace) -> int:
-    from tilth.core.config import describe, load_settings_with_sources
-    from tilth.store.home import tilth_home
-
-    from tilth.daemon.control import environment_differences, holder
-
-    settings, sources = load_settings_with_sources(tilth_home())
-    print(f"TILTH_HOME = {tilth_home()}")
-    print("\n".join(describe(settings, sources)))
-    info = holder(tilth_home())
-    print("\n".join(environment_differences(info)) if info else "supervisor: not running (it takes the environment "
-          "of the command that starts it)")
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from tilth.daemon.handoff import still_queued
     from tilth.store.home import session_paths
@@ -160,8 +146,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if not args.foreground:
         cmd_daemon.supervisor_sees_keys(paths.home, settings)
     shell = {name: value for name, value in settings.model_dump(mode="json").items()
-             if name in sources and name in travelling_fields()}
-    changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in shell else None)
+             if (name in sources or args.reload_settings) and name in travelling_fields()}
+    changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in sources else None)
     if changed:
         say(f"session {paths.id}: this shell's settings replace the recorded {', '.join(changed)}")
     if args.foreground:
@@ -271,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("id", nargs="?", help=ID_HELP)
     resume.add_argument("--foreground", action="store_true",
                         help="run the session in this process (default: hand it to the supervisor)")
+    resume.add_argument("--reload-settings", action="store_true",
+                        help="take every current session/machine-scoped setting (config.toml, environment, defaults) "
+                             "over the recorded ones, not only those this shell sets")
     resume.set_defaults(handler=cmd_resume)
 
     status = sub.add_parser("status", help="all sessions, or one with its tasks")
@@ -278,8 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(handler=cmd_status)
 
-    config = sub.add_parser("config", help="the resolved configuration and where each value came from")
-    config.set_defaults(handler=cmd_config)
+    cmd_config.register(sub)
     cmd_memory.register(sub)
     cmd_answer.register(sub)
     cmd_plan.register(sub)

@@ -9,7 +9,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -358,22 +358,12 @@ def mask(secret: str | None) -> str:
     return f"{secret[:3]}...{secret[-4:]}" if len(secret) > 12 else "****"
 
 
-def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
-    """`field = value  (source)` lines with keys masked, for `tilth config`."""
+def describe(settings: Settings, sources: dict[str, str], scope_of: Callable[[str], str] | None = None) -> list[str]:
+    """`field = value  (source) [scope]` lines with keys masked, for `tilth config`."""
     lines = []
     for field in Settings.model_fields:
-        value = getattr(settings, field)
-        if field in SECRET_FIELDS:
-            shown = mask(value)
-        elif field == "notify":
-            shown = f"{len(value)} URL(s), not shown (they carry tokens)" if value else "[]"
-        elif field in ("base_url", "evaluator_base_url") and value in PRESETS:
-            shown = f"{value} -> {PRESETS[value]}"
-        elif isinstance(value, dict):
-            shown = ", ".join(f"{k}: {v.prompt}/{v.completion} per Mtok" for k, v in value.items()) or "{}"
-        else:
-            shown = repr(value) if isinstance(value, list) else str(value)
-        lines.append(f"{field} = {shown}  ({sources.get(field, 'default')})")
+        scope = f" [{scope_of(field)}]" if scope_of else ""
+        lines.append(f"{field} = {shown_value(settings, field)}  ({sources.get(field, 'default')}){scope}")
     panel = settings.evaluator_backends()
     judges = f"evaluators {' + '.join(panel)} ({settings.evaluator_policy} must accept)" if len(panel) > 1 \
         else f"evaluator {panel[0]}"
@@ -382,3 +372,17 @@ def describe(settings: Settings, sources: dict[str, str]) -> list[str]:
         lines.append(f"WARNING: {PAUSE_ENV}={pause_point()} is set (a test switch): a foreground run from "
                      "this shell pauses at that point until signalled; the supervisor never passes it on")
     return lines
+
+
+def shown_value(settings: Settings, field: str) -> str:
+    """A setting's value as `tilth config` shows it: keys masked, notification URLs not shown."""
+    value = getattr(settings, field)
+    if field in SECRET_FIELDS:
+        return mask(value)
+    if field == "notify":
+        return f"{len(value)} URL(s), not shown (they carry tokens)" if value else "[]"
+    if field in ("base_url", "evaluator_base_url") and value in PRESETS:
+        return f"{value} -> {PRESETS[value]}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v.prompt}/{v.completion} per Mtok" for k, v in value.items()) or "{}"
+    return repr(value) if isinstance(value, list) else str(value)

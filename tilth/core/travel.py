@@ -1,6 +1,9 @@
-"""Which settings travel with a session and which stay with each process, and the keys a
-session needs, by name only: what `tilth start` records in session.json, what every later run
-puts in force over its own settings, and what a supervisor must have before it is handed one.
+"""Every setting's scope, declared once (`SCOPES`, `scope_of`), and what follows from it: what
+`tilth start` records in session.json, what every later run puts in force over its own settings,
+what a dispatched session's worker decides itself, and the keys a session needs, by name only.
+
+A new setting must be listed in exactly one of the scope tuples below; `tests/test_settings_scopes.py`
+fails until it is, and docs/settings.md (generated from the settings, `core/settings_doc.py`) shows it.
 """
 
 from __future__ import annotations
@@ -12,22 +15,53 @@ from pydantic import ValidationError
 from tilth.core.config import LEGACY_CONTINUE, SECRET_FIELDS, Settings, _legacy_stop, env_name
 from tilth.core.errors import BadInput
 
+SCOPES = {
+    "session": "recorded in session.json by `tilth start` (and `tilth resume`); every run of the session "
+               "uses the recorded value, on any machine",
+    "machine": "recorded at start, but the machine that runs the session decides: a dispatched session's "
+               "worker puts its own value in force (what confines the agent, which programs run, where keys go)",
+    "process": "each process reads its own (environment, config.toml); never recorded with a session",
+    "secret": "never written anywhere; a session records only which ones it uses, by name",
+    "supervisor": "the supervisor's own, read when it starts; never recorded with a session",
+}
+"""What each scope means, as `tilth config` and docs/settings.md say it."""
+
+SESSION_FIELDS = (
+    "max_iterations_per_task", "stop_on_failure", "journal_lines", "journal_chars", "ledger_entries", "ledger_chars",
+    "context_files", "conventions_chars", "plan_chars", "kb_index_chars", "seed_chars", "human_notes_chars",
+    "answers_chars", "diff_chars", "summary_recent_tasks", "summary_learnings", "summary_table_rows",
+    "self_improvement", "worker_model", "evaluator_model", "prep_model", "stream", "worker_tool_choice",
+    "evaluator_tool_choice", "worker_max_steps", "evaluator_max_steps", "verdict_retries", "max_tokens",
+    "request_timeout", "max_retries", "retry_base_delay", "retry_max_delay", "evaluator_policy", "agent_timeout_s",
+    "usage_limit_backoff_s", "usage_limit_backoff_max_s", "script_runs_keep", "tool_timeout", "checks",
+    "max_spend_usd", "max_wall_clock_s", "max_evaluator_calls_per_task", "prices",
+)
+"""What the task list needs to run the same way anywhere: models, budgets, caps, checks, prices."""
+
 SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attempts", "auto_resume_backoff_s",
                      "auto_resume_backoff_max_s")
-"""Settings of the supervisor itself; every other non-secret setting travels with a session."""
-
+"""Settings of the supervisor itself."""
 
 LOCAL_FIELDS = ("notify", "dispatch")
-"""Settings each process takes from its own environment and config.toml, never recorded with a
-session: notification URLs carry tokens; the broker and remote are each machine's."""
-
+"""Settings each process takes from its own environment and config.toml (scope `process`), never
+recorded with a session: notification URLs carry tokens; the broker and remote are each machine's."""
 
 MACHINE_FIELDS = ("sandbox", "agent_network", "base_url", "evaluator_base_url", "preflight", "worker_backend",
                   "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
-                  "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns")
+                  "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns",
+                  "sandbox_expose", "agent_max_processes")
 """Recorded with a session, but a dispatched session's worker puts its own in force: what confines
 the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
 never the word of whoever wrote the session's files (`machine_view`)."""
+
+
+def scope_of(field: str) -> str:
+    """The one scope of a setting (a setting listed in no scope raises: declare it above)."""
+    for scope, fields in (("session", SESSION_FIELDS), ("machine", MACHINE_FIELDS), ("process", LOCAL_FIELDS),
+                          ("secret", SECRET_FIELDS), ("supervisor", SUPERVISOR_FIELDS)):
+        if field in fields:
+            return scope
+    raise KeyError(f"setting {field!r} has no scope: list it in one of the scope tuples of core/travel.py")
 
 
 def machine_view(settings: Settings) -> dict[str, object]:
