@@ -12,14 +12,13 @@ file, never an open pipe (an agent that reads stdin to EOF would hang on one).
 
 from __future__ import annotations
 
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, Output, ProcessLimit, collected
-from tilth.core.processes import kill_group
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, collected
+from tilth.agents.tools.shell import run_bounded
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.redaction import redact
 
@@ -89,27 +88,8 @@ def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, time
     errors, to_errors = collected()
     with open(stdin, "rb") as prompt, open(log, "ab") as out:
         lines = _Lines(out, on_line)
-        output = Output((lines, to_errors))
-        limit = ProcessLimit(max_processes)
-        try:
-            try:
-                proc = subprocess.Popen([*limit.prefix, *argv], cwd=cwd, env=env, stdin=prompt,
-                                        stdout=output.child_ends[0], stderr=output.child_ends[1],
-                                        start_new_session=True, preexec_fn=limit.preexec)
-            finally:
-                output.started()
-            try:
-                stopped = output.wait(proc.pid, timeout)
-            finally:
-                kill_group(proc.pid)
-                limit.end()
-                code = proc.wait()
-            if stopped != "too much output" and not output.drain():
-                stopped = "too much output"
-            lines.finish()
-        finally:
-            limit.end()
-            output.close()
+        code, stopped = run_bounded(argv, cwd, env, prompt, (lines, to_errors), timeout, max_processes)
+        lines.finish()
     write_atomic(logs / f"{stem}.stderr", bytes(errors))
     return Finished(code, stopped, b"".join(lines.tail).decode(errors="replace"), errors.decode(errors="replace"),
                     int((time.monotonic() - started) * 1000), lines.bytes)

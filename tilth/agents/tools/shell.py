@@ -63,16 +63,34 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
     """Run `bash -c command`, behind `wrapper` (a sandbox argv prefix) if given; `env`, when
     given, replaces the environment (as in subprocess). With `runs`, the run is recorded there."""
     (stdout, to_stdout), (stderr, to_stderr) = collected(), collected()
-    output = Output((to_stdout, to_stderr))
-    limit = ProcessLimit(max_processes)
     began = time.monotonic()
     try:
+        code, stopped = run_bounded([*wrapper, "bash", "-c", command], cwd, env, subprocess.DEVNULL,
+                                    (to_stdout, to_stderr), timeout, max_processes)
+    except OSError as e:
+        raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
+    duration_ms = int((time.monotonic() - began) * 1000)
+    stdout, stderr = bytes(stdout), bytes(stderr)
+    run_id = None
+    if runs is not None:
+        run_id = record(runs, Finished(command, code, stopped == "timeout", stopped is not None, duration_ms,
+                                       stdout, stderr), keep_runs)
+    text = model_text(stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace"))
+    return CommandResult(code, _cap(text, max_output), stopped, run_id)
+
+
+def run_bounded(argv: list[str], cwd: Path, env: dict[str, str] | None, stdin, sinks: tuple, timeout: float,
+                max_processes: int | None) -> tuple[int, str | None]:
+    """Run `argv` in a session of its own, its stdout and stderr handed to `sinks` and cut at the
+    output cap as they arrive, at most `max_processes` processes at once; when it exits or is stopped
+    its whole group is killed. (exit code, None or why it was stopped: "timeout", "too much output")."""
+    output = Output(sinks)
+    limit = ProcessLimit(max_processes)
+    try:
         try:
-            proc = subprocess.Popen([*limit.prefix, *wrapper, "bash", "-c", command], cwd=cwd, env=env,
-                                    stdin=subprocess.DEVNULL, stdout=output.child_ends[0], stderr=output.child_ends[1],
+            proc = subprocess.Popen([*limit.prefix, *argv], cwd=cwd, env=env, stdin=stdin,
+                                    stdout=output.child_ends[0], stderr=output.child_ends[1],
                                     start_new_session=True, preexec_fn=limit.preexec)
-        except OSError as e:
-            raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
         finally:
             output.started()
         try:
@@ -86,14 +104,7 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
     finally:
         limit.end()
         output.close()
-    duration_ms = int((time.monotonic() - began) * 1000)
-    stdout, stderr = bytes(stdout), bytes(stderr)
-    run_id = None
-    if runs is not None:
-        run_id = record(runs, Finished(command, code, stopped == "timeout", stopped is not None, duration_ms,
-                                       stdout, stderr), keep_runs)
-    text = model_text(stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace"))
-    return CommandResult(code, _cap(text, max_output), stopped, run_id)
+    return code, stopped
 
 
 def bash_text(result: CommandResult, timeout: float) -> str:
