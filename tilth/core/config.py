@@ -34,10 +34,19 @@ DEFAULT_SECRET_PATTERNS = (
 
 
 class Price(BaseModel):
+    """`[prices.<model>]` in config.toml: overrides the price library (`agents/pricing.py`) for that model.
+    An unknown key is an error, so a misspelt rate is never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
     prompt: float = Field(ge=0)
-    """USD per million prompt tokens."""
+    """USD per million prompt tokens not read from a cache."""
     completion: float = Field(ge=0)
     """USD per million completion tokens."""
+    cached_prompt: float | None = Field(None, ge=0)
+    """USD per million prompt tokens read from the provider's prompt cache; the prompt rate when unset."""
+    cache_write: float | None = Field(None, ge=0)
+    """USD per million prompt tokens written to the provider's prompt cache; the prompt rate when unset."""
 
 
 AgentBackend = Literal["openai", "claude", "codex", "aider", "command"]
@@ -204,6 +213,9 @@ class Settings(BaseModel):
     """Stop the session (resumably) once its recorded model cost reaches this."""
     max_wall_clock_s: float | None = Field(None, gt=0)
     """Stop the run (resumably) after this many seconds."""
+    max_tokens_total: int | None = Field(None, ge=1)
+    """Stop the session (resumably) once its model calls have used this many tokens (input and output, over
+    every run); needs no price."""
     max_evaluator_calls_per_task: int | None = Field(None, ge=1)
     """Stop the session (resumably) once a task's evaluator has made this many model calls."""
     secret_patterns: list[str] = Field(default_factory=list)
@@ -212,7 +224,8 @@ class Settings(BaseModel):
     dispatch: Dispatch | None = None
     """`[dispatch]`: run sessions on `tilth worker` machines through a broker (`core/dispatching.py`)."""
     prices: dict[str, Price] = Field(default_factory=dict)
-    """Per-model USD prices per million tokens, used when the provider reports no cost."""
+    """Per-model USD prices per million tokens (`prompt`, `completion`, `cached_prompt`, `cache_write`), used
+    when the provider reports no cost; they override the price library's (genai-prices) for that model."""
 
     @field_validator("secret_patterns")
     @classmethod

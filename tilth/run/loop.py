@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tilth.agents.accounting import Caps, Meter
+from tilth.agents.accounting import CapReached, Caps, Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.checks import enforce_change, enforce_checks, run_checks
 from tilth.agents.hooks import Hooks, hook_dirs
@@ -50,7 +50,8 @@ from tilth.views.endreport import record_report
 document(
     {
         "session_started": "a process took the session lock and began running; data: backend, pid, resume, "
-                           "caps (the limits in force: max_spend_usd, max_wall_clock_s, max_evaluator_calls_per_task)",
+                           "caps (the limits in force: max_spend_usd, max_tokens_total, max_wall_clock_s, "
+                           "max_evaluator_calls_per_task)",
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
                    "setting, network (on|off: whether the agent's commands reach the network)",
         "task_started": "a task was marked in_progress",
@@ -335,7 +336,7 @@ def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> 
             proposals = run.backend.learner.propose(job)
             append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
             ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
-        except (ProviderError, AgentFailed, UsageLimited) as exc:
+        except (ProviderError, AgentFailed, UsageLimited, CapReached) as exc:  # a cap stops at the next task
             ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
     write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
     run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)

@@ -5,7 +5,8 @@ stdout is read line by line while the agent runs: every line goes (redacted) to
 `sessions/<id>/agents/<stem>.stdout` as it arrives, and every JSON line to `on_line`, so a
 stream reader can turn the agent's events into journal events live. stderr is kept whole
 (redacted) in `<stem>.stderr`. stdin is the prompt file, never an open pipe (an agent that
-reads stdin to EOF would hang on one).
+reads stdin to EOF would hang on one). When `on_line` returns a reason (a cap crossed by the usage
+streamed so far), the whole group is killed at once and the run is `stopped` with that reason.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ KEEP_CHARS = 1_000_000
 class Finished:
     exit_code: int
     stopped: str | None
-    """None on a normal exit, else "timeout" or "too much output"."""
+    """None on a normal exit, else "timeout", "too much output" or the reason `on_line` gave (a cap)."""
     stdout: str
     """The tail of stdout (KEEP_CHARS)."""
     stderr: str
@@ -44,9 +45,10 @@ class Finished:
 class _Tee(threading.Thread):
     """Copies the agent's stdout to its log as it comes, handing each JSON line on."""
 
-    def __init__(self, pipe, log: Path, on_line: Callable[[dict], None] | None):
+    def __init__(self, pipe, log: Path, on_line: Callable[[dict], str | None] | None, group: int):
         super().__init__(daemon=True)
-        self.pipe, self.log, self.on_line = pipe, log, on_line
+        self.pipe, self.log, self.on_line, self.group = pipe, log, on_line, group
+        self.stop_reason: str | None = None
         self.bytes = 0
         self.tail: list[bytes] = []
         self.kept = 0
@@ -62,8 +64,9 @@ class _Tee(threading.Thread):
                     self._keep(line)
                     if self.on_line is not None and self.bytes <= MAX_OUTPUT_BYTES and line.startswith(b"{"):
                         event = parse_object(line)
-                        if event is not None:
-                            self.on_line(event)
+                        if event is not None and (reason := self.on_line(event)) and self.stop_reason is None:
+                            self.stop_reason = reason
+                            kill_group(self.group)
         except BaseException as exc:  # handed to the waiting thread, which re-raises it
             self.error = exc
             for _ in iter(lambda: self.pipe.read(65536), b""):
@@ -77,7 +80,7 @@ class _Tee(threading.Thread):
 
 
 def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, timeout: float, logs: Path, stem: str,
-              on_line: Callable[[dict], None] | None = None) -> Finished:
+              on_line: Callable[[dict], str | None] | None = None) -> Finished:
     """Run to the end (or the timeout); raises OSError when the agent cannot be started."""
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{stem}.stdout"
@@ -86,7 +89,7 @@ def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, time
     with open(stdin, "rb") as prompt, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=prompt, stdout=subprocess.PIPE, stderr=err,
                                 start_new_session=True)
-        tee = _Tee(proc.stdout, log, on_line)
+        tee = _Tee(proc.stdout, log, on_line, proc.pid)
         tee.start()
         try:
             stopped = _wait(proc, tee, timeout)
@@ -111,7 +114,9 @@ def _wait(proc: subprocess.Popen, tee: _Tee, timeout: float) -> str | None:
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
             if select.select([fd], [], [], min(remaining, POLL_SECONDS))[0]:
-                return None
+                return tee.stop_reason
+            if tee.stop_reason is not None:
+                return tee.stop_reason
             if tee.bytes > MAX_OUTPUT_BYTES:
                 return "too much output"
             if tee.error is not None:
