@@ -20,7 +20,7 @@ import pytest
 from conftest import make_repo, task
 
 HEAVY = ("pydantic", "pydantic_core", "pygit2", "openai", "httpx", "rich", "watchfiles", "apscheduler",
-         "tilth.store.session", "tilth.core.config")
+         "genai_prices", "tilth.store.session", "tilth.core.config")
 """Never imported by the commands below."""
 
 PARSER_ONLY = HEAVY + ("orjson", "importlib.metadata")
