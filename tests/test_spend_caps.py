@@ -158,3 +158,32 @@ def test_the_command_agents_spend_counts_and_it_is_killed_once_its_usage_crosses
     assert [r["stopped"] for r in runs] == [None, "max_spend_usd reached"]
     status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
     assert status["cost_usd"] == pytest.approx(3.0) and status["caps"]["max_spend_usd"]["reached"] is True
+
+
+def test_a_streaming_claude_run_is_killed_within_a_turn_of_the_cap_and_its_streamed_turns_are_counted(
+        sandbox, fake, model_env):
+    import fake_anthropic as fa
+    from fake_anthropic import FakeAnthropic
+    from test_cli_agents import CLAUDE_MODEL, claude_env
+
+    # $100 per million input tokens for the stub model: each turn of 1,000 input tokens is $0.10; a $0.25 cap.
+    # Claude Code reports its cost only in its final result, which a killed run never prints.
+    config(sandbox, f'[prices."{CLAUDE_MODEL}"]\nprompt = 100\ncompletion = 0\n'
+                    "[prices.evaluator]\nprompt = 0\ncompletion = 0\n")
+    with FakeAnthropic() as anthropic:
+        turns = [fa.reply(fa.text(f"step {i}"), fa.tool_use("Write", file_path=str(sandbox.worktree("s1") / f"f{i}.txt"),
+                                                               content=f"{i}\n"), usage=fa.usage(1000, 40))
+                 for i in range(12)]
+        anthropic.enqueue(CLAUDE_MODEL, *turns)
+        result = start(sandbox, {**model_env, **claude_env(anthropic, sandbox.root), "TILTH_PREFLIGHT": "false",
+                                 "TILTH_MAX_SPEND_USD": "0.25"})
+        served = len(anthropic.posts())
+    assert result.returncode == 3 and "max_spend_usd" in result.stdout, result.stdout + result.stderr
+    [run] = [e["data"] for e in sandbox.events("s1") if e["type"] == "agent_run"]
+    assert run["stopped"] == "max_spend_usd reached", run
+    [counted] = calls(sandbox)
+    assert counted["prompt_tokens"] == 3000 and counted["cost_usd"] == pytest.approx(0.30), counted
+    assert counted["cost_source"] == "price_table", "its streamed turns, each message once, not $0"
+    assert served <= 4, f"killed within a turn of the cap ({served} requests served)"
+    status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
+    assert status["cost_usd"] == pytest.approx(0.30) and status["caps"]["max_spend_usd"]["reached"] is True
