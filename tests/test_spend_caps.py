@@ -187,3 +187,31 @@ def test_a_streaming_claude_run_is_killed_within_a_turn_of_the_cap_and_its_strea
     assert served <= 4, f"killed within a turn of the cap ({served} requests served)"
     status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
     assert status["cost_usd"] == pytest.approx(0.30) and status["caps"]["max_spend_usd"]["reached"] is True
+
+
+HANGING_AGENT = r'''
+import subprocess, time
+child = subprocess.Popen(["sleep", "300"])
+open("pids.txt", "w").write(f"{child.pid}\n")
+time.sleep(300)
+'''
+
+
+def test_the_wall_clock_cap_also_ends_a_cli_agent_run_that_hangs(sandbox, fake, model_env):
+    from supervised import alive
+
+    (sandbox.repo / "tools").mkdir()
+    (sandbox.repo / "tools" / "agent.py").write_text(HANGING_AGENT)
+    git(sandbox.repo, "add", "-A")
+    git(sandbox.repo, "commit", "-q", "-m", "the agent")
+    started = time.monotonic()
+    result = start(sandbox, {**model_env, "TILTH_WORKER_BACKEND": "command", "TILTH_PREFLIGHT": "false",
+                             "TILTH_WORKER_COMMAND": f"{PYTHON} tools/agent.py", "TILTH_SANDBOX": "off",
+                             "TILTH_MAX_WALL_CLOCK_S": "4"})
+    took = time.monotonic() - started
+    assert result.returncode == 3 and "max_wall_clock_s reached" in result.stdout, result.stdout + result.stderr
+    assert took < 25, f"the agent's 1800 s timeout did not apply: the cap did ({took:.0f} s)"
+    [run] = [e["data"] for e in sandbox.events("s1") if e["type"] == "agent_run"]
+    assert run["stopped"] == "max_wall_clock_s reached"
+    assert not alive(int((sandbox.worktree("s1") / "pids.txt").read_text())), "everything it started was killed"
+    assert not (sandbox.session_dir("s1") / "ledger" / "T-1.jsonl").exists(), "not a rejected attempt: a capped one"

@@ -201,6 +201,11 @@ class Meter:
     """Called with the task id after every recorded call (`Caps` checks spend and tokens there)."""
     spend_limit: float | None = None
     token_limit: int | None = None
+    wall_deadline: float | None = None
+    """`time.monotonic()` at which the session's running time reaches its wall-clock cap (a CLI agent
+    run is killed there)."""
+    check_caps: Callable[[str | None], None] | None = field(default=None, repr=False, compare=False)
+    """Every cap (`Caps.check`), for a CLI agent run the wall clock stopped."""
 
     def crossing(self, cost_usd: float, tokens: int) -> str | None:
         """The cap (`max_spend_usd`, `max_tokens_total`) that a running call's `cost_usd` and `tokens`,
@@ -256,8 +261,9 @@ class Meter:
 
 class Caps:
     """The session's bounds. Spend and tokens are checked after every recorded model call (a CLI
-    agent's running usage as it streams: `Meter.crossing`), wall clock and evaluator calls between
-    attempts and tasks; a tripped cap raises `CapReached` (the session stops, resumable)."""
+    agent's running usage as it streams: `Meter.crossing`), wall clock (the session's running time
+    over all its runs) and evaluator calls between attempts and tasks, and the wall clock also ends
+    a CLI agent run at the cap; a tripped cap raises `CapReached` (the session stops, resumable)."""
 
     NAMES = ("max_spend_usd", "max_tokens_total", "max_wall_clock_s", "max_evaluator_calls_per_task")
 
@@ -280,14 +286,18 @@ class Caps:
             " (nothing bounds what this night spends: set TILTH_MAX_SPEND_USD or TILTH_MAX_TOKENS_TOTAL)"
         return "bounds: " + ", ".join(parts) + unbounded
 
-    def __init__(self, settings: Settings, meter: Meter, events: EventLog):
+    def __init__(self, settings: Settings, meter: Meter, events: EventLog, ran_before_s: float = 0.0):
+        """`ran_before_s`: the session's running time in its earlier runs (the roll-up's clock), which
+        the wall-clock cap counts too."""
         self.settings = settings
         self.meter = meter
         self.events = events
-        self.started = time.monotonic()
+        self.started = time.monotonic() - ran_before_s
         self.told: set[str] = set()
         meter.spend_limit, meter.token_limit = settings.max_spend_usd, settings.max_tokens_total
-        meter.after_record = self.check_usage
+        meter.after_record, meter.check_caps = self.check_usage, self.check
+        if settings.max_wall_clock_s is not None:
+            meter.wall_deadline = self.started + settings.max_wall_clock_s
 
     def check_usage(self, task_id: str | None = None) -> None:
         """Spend and tokens only: after every model call."""

@@ -145,7 +145,8 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
 def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
-    meter = Meter.from_rollup(events.keep_rollup())
+    rollup = events.keep_rollup()
+    meter = Meter.from_rollup(rollup)
     backend = make_backend(record.backend, settings, meter)
     ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events)
     check_readable(ws.repo, record.branch)
@@ -156,7 +157,8 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     notifying.watch(paths, settings.notify, events, not settings.stop_on_failure)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
-    return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
+    caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
+    return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
                sandbox, hooks)
 
 

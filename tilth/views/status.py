@@ -21,7 +21,7 @@ from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import TaskLine, TaskStatus, blocked_by, blocked_label, peek_plan
-from tilth.store.rollup import Clock, Rollup, load_rollup
+from tilth.store.rollup import Rollup, load_rollup
 from tilth.store.session_peek import SessionState, SessionView, effective_state, peek_session
 from tilth.views.figures import money, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
@@ -48,13 +48,14 @@ def activity(rollup: Rollup, live: bool) -> dict[str, Any]:
 
 def caps(rollup: Rollup, now: datetime | None) -> dict[str, dict[str, Any]]:
     """Each cap the last run set (or that stopped it): limit, the value it is checked against
-    (spend: the session's; wall clock: the current run's; evaluator calls: the current task's),
+    (spend, tokens and wall clock: the session's over all its runs; evaluator calls: the current task's),
     and whether it was reached."""
     clock, task = rollup.clock, rollup.tasks.get(rollup.current_task or "")
     run_s = None
-    if clock.open_since is not None:
-        run_s = round(Clock(open_since=clock.open_since, last_ts=clock.last_ts, ran=True).seconds(now) or 0.0, 1)
-    values = {"max_spend_usd": round(rollup.totals.cost_usd, 6), "max_wall_clock_s": run_s,
+    if clock.ran:  # the wall-clock cap counts the session's running time over all its runs
+        run_s = round(clock.seconds(now if clock.open_since is not None else None) or 0.0, 1)
+    values = {"max_spend_usd": round(rollup.totals.cost_usd, 6), "max_tokens_total": rollup.totals.tokens,
+              "max_wall_clock_s": run_s,
               "max_evaluator_calls_per_task": task.evaluator_calls if task else None}
     shown = {}
     for name in dict.fromkeys([*rollup.caps, *rollup.caps_reached]):
@@ -284,7 +285,8 @@ def _verdict(last: dict[str, Any] | None) -> str:
     return f"  (attempt {last['attempts']}: {last['last_verdict']})" if last.get("attempts") else f"  ({last['last_verdict']})"
 
 
-CAP_WORDS = {"max_spend_usd": "spend", "max_wall_clock_s": "this run's time", "max_evaluator_calls_per_task":
+CAP_WORDS = {"max_spend_usd": "spend", "max_tokens_total": "tokens", "max_wall_clock_s": "running time (all runs)",
+             "max_evaluator_calls_per_task":
              "evaluator calls on the current task"}
 
 

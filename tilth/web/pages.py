@@ -85,7 +85,7 @@ def _duration(seconds: float | None) -> str:
 
 
 METERS = (("max_spend_usd", "spend", lambda v: f"${v:.2f}"),
-          ("max_wall_clock_s", "wall clock (this run)", _duration),
+          ("max_wall_clock_s", "wall clock (all runs)", _duration),
           ("max_evaluator_calls_per_task", "evaluator calls (current task)", lambda v: f"{v:g}"))
 
 

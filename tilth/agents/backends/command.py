@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -77,11 +78,17 @@ class CliAgent:
             wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
                             readable=[prompt_file] if spec.prompt_argument else [])
             on_line = None if spec.reader is None else self._stepper(role, at, spec.reader, spec.model)
+            timeout, walled = self.settings.agent_timeout_s, False
+            if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
+                timeout, walled = max(0.1, self.meter.wall_deadline - time.monotonic()), True
             try:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
-                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), self.settings.agent_timeout_s, at.events.path.parent / "agents", stem, on_line)
+                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), timeout,
+                                 at.events.path.parent / "agents", stem, on_line)
             except OSError as exc:
                 raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
+        if walled and done.stopped == "timeout":
+            done = replace(done, stopped="max_wall_clock_s reached")
         report = spec.finish(done.stdout, done.stderr, done.exit_code) if spec.finish is not None else \
             spec.reader.report()
         capped = None
@@ -104,6 +111,8 @@ class CliAgent:
                            "resets_at": report.limit.resets_at.isoformat() if report.limit.resets_at else None})
         if capped is not None:
             raise capped
+        if done.stopped == "max_wall_clock_s reached" and self.meter.check_caps is not None:
+            self.meter.check_caps(at.task_id)
         if report.limit is not None:
             raise UsageLimited(f"{self.name}: {report.limit.message}", report.limit.resets_at)
         if failure is not None:
