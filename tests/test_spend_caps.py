@@ -80,6 +80,9 @@ def test_a_known_model_is_priced_without_prices_and_cached_tokens_at_the_cached_
     assert evaluator["cost_usd"] == pytest.approx((400 * 1000 + 600 * 100 + 10 * 2000) / 1e6)
     summary = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
     assert summary["cost_usd"] == pytest.approx(0.15 + 0.48) and summary["cost_is_lower_bound"] is False
+    [line] = summary["tasks"]
+    assert line["tokens"] == {"input": 200_400, "cached": 800_600, "output": 100_010}
+    assert line["cost_usd"] == pytest.approx(0.63) and line["attempts"] == 1
 
 
 def test_an_unknown_price_key_is_an_error(sandbox, model_env):
@@ -120,6 +123,16 @@ def test_the_built_in_loop_stops_within_the_call_that_crosses_the_spend_cap_and_
     assert sandbox.statuses("s1") == {"T-1": "done"}
     files = git(sandbox.repo, "ls-tree", "--name-only", "session/s1").split()
     assert {"f0.txt", "f1.txt", "f2.txt", "f4.txt"} <= set(files), "the capped attempt's edits were kept"
+
+    # the task's receipt counts every call of every attempt and run, the capped one's too
+    [line] = json.loads(sandbox.tilth("status", "s1", "--json").stdout)["tasks"]
+    assert line["attempts"] == 1 and line["cost_usd"] == pytest.approx(0.60) and line["cost_is_lower_bound"] is False
+    assert line["tokens"] == {"input": 70, "cached": 0, "output": 35} and line["wall_s"] > 0
+    shown = sandbox.tilth("status", "s1").stdout
+    assert "1 attempt, 70 in + 0 cached + 35 out tokens, $0.6000" in shown, shown
+    report = (sandbox.session_dir("s1") / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.strip().startswith("T-1 "))
+    assert "70/0/35" in row and "$0.6000" in row, report
 
 
 COMMAND_AGENT = r'''

@@ -78,6 +78,9 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     done = sum(t["status"] == TaskStatus.done for t in tasks)
     holder = read_holder(paths.lock) if state in (SessionState.running, SessionState.paused) else None
     rollup = load_rollup(paths.events)
+    live = state == SessionState.running
+    for line in tasks:
+        line.update(receipt(rollup, line["id"], utc_now() if live else None))
     summary = {
         "id": record.id,
         "state": state,
@@ -104,6 +107,39 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
         summary.update(current_task=None, iteration=None)
     return summary
+
+
+def receipt(rollup: Rollup, task_id: str, now: datetime | None) -> dict[str, Any]:
+    """What a task has cost so far over every attempt and run: `attempts` (evaluated), `cost_usd`
+    (`cost_is_lower_bound` when some call's usage was unknown), `tokens` {input (not read from a
+    cache), cached, output} and `wall_s` (its running time, the open span of a running task too)."""
+    t = rollup.tasks.get(task_id)
+    if t is None:
+        return {"attempts": 0, "cost_usd": 0.0, "cost_is_lower_bound": False,
+                "tokens": {"input": 0, "cached": 0, "output": 0}, "wall_s": 0.0}
+    wall = t.wall_s
+    if task_id == rollup.current_task and rollup.task_since is not None:
+        wall += _seconds_between(rollup.task_since, now) if now is not None else 0.0
+    return {"attempts": t.attempts or 0, "cost_usd": round(t.cost_usd, 6), "cost_is_lower_bound": t.unknown_usage_calls > 0,
+            "tokens": {"input": t.prompt_tokens - t.cached_tokens, "cached": t.cached_tokens,
+                       "output": t.completion_tokens}, "wall_s": round(wall, 1)}
+
+
+def _seconds_between(since: str, now: datetime) -> float:
+    try:
+        return max(0.0, (now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds())
+    except ValueError:
+        return 0.0
+
+
+def receipt_text(line: dict[str, Any]) -> str:
+    """`3 attempts, 12,000 in + 8,000 cached + 900 out tokens, $0.0420, 2m10s`."""
+    if "tokens" not in line:
+        return ""
+    tokens = line["tokens"]
+    return (f"{line['attempts']} attempt{'s' if line['attempts'] != 1 else ''}, {tokens['input']:,} in + "
+            f"{tokens['cached']:,} cached + {tokens['output']:,} out tokens, "
+            f"{money(line['cost_usd'], line.get('cost_is_lower_bound', False))}, {_duration(line['wall_s'])}")
 
 
 def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
@@ -322,8 +358,10 @@ def render_one(summary: dict[str, Any]) -> str:
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     verdicts = summary.get("verdicts") or {}
     width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
-    lines += [f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}"
-              for t in summary["tasks"]]
+    for t in summary["tasks"]:
+        lines.append(f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}")
+        if t.get("attempts") or t.get("cost_usd"):
+            lines.append(f"  {'':<{width}} {receipt_text(t)}")
     for q in summary.get("questions") or []:
         said = f"({q['asked_by']} asked) {q['question']}" if q["question"] else "(the question was not recorded)"
         lines.append(f"question {q['task']} {said}")
