@@ -228,3 +228,29 @@ def test_the_wall_clock_cap_also_ends_a_cli_agent_run_that_hangs(sandbox, fake, 
     assert run["stopped"] == "max_wall_clock_s reached"
     assert not alive(int((sandbox.worktree("s1") / "pids.txt").read_text())), "everything it started was killed"
     assert not (sandbox.session_dir("s1") / "ledger" / "T-1.jsonl").exists(), "not a rejected attempt: a capped one"
+
+
+def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_independent_task_gets_done(sandbox):
+    def rejected(n: int) -> dict:
+        return {"write": {"t1.txt": f"try {n}\n"}, "case": {"summary": f"try {n}"},
+                "verdict": {"verdict": "reject", "category": "weak_test",
+                            "concern": f"Attempt {n}: the test for parse() still does not cover an empty input."}}
+
+    scenario = {"tasks": {"T-1": [rejected(n) for n in range(1, 6)],
+                          "T-2": [{"write": {"t2.txt": "ok\n"}, "case": {"summary": "done"}}]}}
+    plan = [task("T-1", "Parse"), task("T-2", "Independent"), task("T-3", "After T-1", depends_on=["T-1"])]
+    result = sandbox.start("s1", plan, scenario)
+    assert result.returncode == 5, result.stdout + result.stderr  # waiting for a person
+    assert len(sandbox.ledger("s1", "T-1")) == 3, "parked after three evaluations, not five"
+    assert sandbox.statuses("s1") == {"T-1": "parked", "T-2": "done", "T-3": "pending"}
+    [stalled] = [e["data"] for e in sandbox.events("s1") if e["type"] == "task_stalled"]
+    assert stalled["count"] == 3 and stalled["category"] == "weak_test" and stalled["same"] == "concern"
+    status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
+    [question] = status["questions"]
+    assert question["task"] == "T-1" and "rejected 3 times in a row for the same reason (weak_test)" in \
+        question["question"] and "empty input" in question["question"]
+
+    # off: every attempt is spent
+    off = sandbox.start("s2", plan, scenario, env={"TILTH_STALL_AFTER": "0"})
+    assert off.returncode in (0, 1), off.stdout + off.stderr
+    assert len(sandbox.ledger("s2", "T-1")) == 5 and sandbox.statuses("s2")["T-1"] == "failed"

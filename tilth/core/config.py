@@ -58,6 +58,10 @@ class Settings(BaseModel):
 
     max_iterations_per_task: int = Field(5, ge=1, le=100)
     """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
+    stall_after: int = Field(3, ge=0, le=100)
+    """Rejections in a row for the same reason (same category and a concern that says the same thing, or the
+    worker's diff unchanged) after which a task stops early and parks with a question built from the concern;
+    dependent tasks wait, the others go on. 0 (or 1) turns the stall breaker off."""
     stop_on_failure: bool = False
     """End the session at the first FAILED placeholder (for a plan that is a strict sequence). By
     default the other tasks go on: only the tasks that depend on a failed one (`depends_on`) wait.

@@ -5,7 +5,8 @@ placeholder or a PARKED one."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from hashlib import sha1
 from pathlib import Path
 from typing import Callable
 
@@ -33,6 +34,7 @@ from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile, remember
+from tilth.run.stalling import repeats, stalled_verdict
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -83,6 +85,8 @@ class Run:
     hooks: Hooks
     paused_until: str | None = None
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
+    diff_shas: dict[str, dict[int, str]] = field(default_factory=dict)
+    """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
@@ -284,11 +288,32 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
         verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
     elif not verdict.category or verdict.category == "none":
         verdict = verdict.model_copy(update={"category": "evaluator_question"})
+    verdict = break_stall(run, task, iteration, verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)
     return entry
+
+
+def break_stall(run: Run, task: Task, iteration: int, verdict: Verdict, entries: list[LedgerEntry],
+                diff_sha: str) -> Verdict:
+    """The verdict, or a parking one once `stall_after` rejections in a row repeat each other."""
+    diffs = run.diff_shas.setdefault(task.id, {})
+    diffs[iteration] = diff_sha
+    if run.settings.stall_after < 2:
+        return verdict
+    count, current, current_sha, what = 1, verdict, diff_sha, None
+    for previous in reversed(entries):
+        same = repeats(current, current_sha, previous, diffs.get(previous.iter))
+        if same is None:
+            break
+        count, current, current_sha, what = count + 1, previous.verdict, diffs.get(previous.iter), what or same
+        if count >= run.settings.stall_after:
+            run.ws.events.emit("task_stalled", task.id, iteration, count=count, category=verdict.category,
+                               concern=verdict.concern, same=what)
+            return stalled_verdict(task.id, verdict, count)
+    return verdict
 
 
 def worker_turn(run: Run, task: Task, iteration: int,
