@@ -254,3 +254,18 @@ def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_indepen
     off = sandbox.start("s2", plan, scenario, env={"TILTH_STALL_AFTER": "0"})
     assert off.returncode in (0, 1), off.stdout + off.stderr
     assert len(sandbox.ledger("s2", "T-1")) == 5 and sandbox.statuses("s2")["T-1"] == "failed"
+
+
+def test_attempts_per_task_have_a_total_across_resumes_that_a_resume_must_raise(sandbox):
+    scenario = {"tasks": {"T-1": [{"write": {"t1.txt": "x\n"}, "case": {"summary": "try"},
+                                   "verdict": {"verdict": "reject", "category": "weak_test", "concern": "thin"}}]}}
+    env = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL": "3", "TILTH_STALL_AFTER": "0"}
+    first = sandbox.start("s1", [task("T-1")], scenario, env=env)
+    assert first.returncode == 1 and len(sandbox.ledger("s1", "T-1")) == 2, first.stdout + first.stderr
+    second = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert second.returncode == 1 and len(sandbox.ledger("s1", "T-1")) == 3, "one more, up to the total"
+    third = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert third.returncode == 1 and len(sandbox.ledger("s1", "T-1")) == 3, "no attempt past the total"
+    assert "raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL" in third.stdout, third.stdout
+    raised = sandbox.tilth("resume", "s1", "--foreground", env={**env, "TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL": "5"})
+    assert raised.returncode == 1 and len(sandbox.ledger("s1", "T-1")) == 5

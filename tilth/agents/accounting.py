@@ -281,7 +281,7 @@ class Caps:
                  *([f"{s.max_wall_clock_s:g} s wall clock"] if s.max_wall_clock_s is not None else []),
                  *([f"{s.max_evaluator_calls_per_task} evaluator calls a task"]
                    if s.max_evaluator_calls_per_task is not None else []),
-                 f"{s.max_iterations_per_task} attempts a task a run"]
+                 f"{s.max_iterations_per_task} attempts a task a run, {s.max_attempts_per_task_total} in all"]
         unbounded = "" if s.max_spend_usd is not None or s.max_tokens_total is not None else \
             " (nothing bounds what this night spends: set TILTH_MAX_SPEND_USD or TILTH_MAX_TOKENS_TOTAL)"
         return "bounds: " + ", ".join(parts) + unbounded

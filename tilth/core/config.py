@@ -58,6 +58,9 @@ class Settings(BaseModel):
 
     max_iterations_per_task: int = Field(5, ge=1, le=100)
     """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
+    max_attempts_per_task_total: int = Field(15, ge=1, le=10_000)
+    """Attempts a task gets over all runs of the session (each resume gives it max_iterations_per_task more, up
+    to this); then it fails without another until this is raised and the session resumed."""
     stall_after: int = Field(3, ge=0, le=100)
     """Rejections in a row for the same reason (same category and a concern that says the same thing, or the
     worker's diff unchanged) after which a task stops early and parks with a question built from the concern;

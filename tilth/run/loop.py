@@ -57,6 +57,9 @@ document(
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
                    "setting, network (on|off: whether the agent's commands reach the network)",
         "task_started": "a task was marked in_progress",
+        "attempts_used_up": "a task has had max_attempts_per_task_total attempts over all runs and fails without "
+                            "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
+                            "data: attempts, limit",
         "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
                        "data: count, ids (they reach every later prompt they apply to)",
         "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
@@ -250,6 +253,9 @@ def run_task(run: Run, task: Task) -> str:
         if attempts:
             run.stop.check()
         run.caps.check(task.id)
+        if (used_up := attempts_used_up(run, task)) is not None:
+            entry = used_up
+            break
         try:
             entry = run_iteration(run, task)
         except UsageLimited as limit:
@@ -268,6 +274,17 @@ def run_task(run: Run, task: Task) -> str:
     sha = commit_failed(run.ws, task, entry)
     after_task(run, task, "failed", entry.iter, sha)
     return "failed"
+
+
+def attempts_used_up(run: Run, task: Task) -> LedgerEntry | None:
+    """The task's last ledger entry once it has had `max_attempts_per_task_total` attempts over all
+    runs (it then fails without another; a resume must raise the setting first)."""
+    entries = read_entries(run.ws.paths.ledger_dir, task.id)
+    if len(entries) < run.settings.max_attempts_per_task_total:
+        return None
+    run.ws.events.emit("attempts_used_up", task.id, entries[-1].iter, attempts=len(entries),
+                       limit=run.settings.max_attempts_per_task_total)
+    return entries[-1]
 
 
 def run_iteration(run: Run, task: Task) -> LedgerEntry:
