@@ -48,6 +48,8 @@ def test_an_unpriced_model_with_a_spend_cap_is_refused_in_one_line_creating_noth
     assert not (sandbox.home / "sessions" / "s1").exists()
     assert "session/s1" not in git(sandbox.repo, "branch", "--list")
     assert fake.requests == [], "refused before any model call"
+    shown = sandbox.tilth("config", env={**model_env, "TILTH_MAX_SPEND_USD": "0.60"}).stdout
+    assert "price: none for model 'worker' (TILTH_WORKER_MODEL)" in shown and "tilth start refuses it" in shown
 
     # without a cap it runs, and start says once that this model's spend is unknown
     fake.enqueue("worker", reply(tool_calls=[write("a.txt"), SUBMIT]))

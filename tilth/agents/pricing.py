@@ -102,7 +102,8 @@ def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
     for role, backend in roles:
         if backend == "openai":
             url, _, model = settings.endpoint(role)
-            found.append((model, url, f"TILTH_{role.upper()}_MODEL"))
+            if model:  # none set: `tilth start` asks for one first
+                found.append((model, url, f"TILTH_{role.upper()}_MODEL"))
         elif backend == "codex":
             from tilth.agents.backends.presets import codex_model
 
