@@ -271,3 +271,13 @@ def test_attempts_per_task_have_a_total_across_resumes_that_a_resume_must_raise(
     assert "raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL" in third.stdout, third.stdout
     raised = sandbox.tilth("resume", "s1", "--foreground", env={**env, "TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL": "5"})
     assert raised.returncode == 1 and len(sandbox.ledger("s1", "T-1")) == 5
+
+
+def test_ten_ten_cent_calls_reach_a_one_dollar_cap():
+    from tilth.agents.accounting import Meter
+    from tilth.store.calls import Counted
+
+    meter = Meter(spend_limit=1.0)
+    for _ in range(10):
+        meter.add("worker", "T-1", Counted(15, 0.1, True, True))
+    assert meter.cost_usd < 1.0 and meter.crossing(0.0, 0) == "max_spend_usd", "0.9999999999999999 is the cap"

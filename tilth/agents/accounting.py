@@ -67,6 +67,8 @@ document(
 )
 
 COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+CENT_FRACTION = 1e-9
+"""Spend within this of the cap has reached it: ten $0.10 calls add up to 0.9999999999999999 in floats."""
 CACHE_COUNTS = ("cached_tokens", "cache_write_tokens")
 """Parts of prompt_tokens, when the provider says; a missing or unusable one is 0 (priced at the prompt rate)."""
 
@@ -210,7 +212,7 @@ class Meter:
     def crossing(self, cost_usd: float, tokens: int) -> str | None:
         """The cap (`max_spend_usd`, `max_tokens_total`) that a running call's `cost_usd` and `tokens`,
         not yet recorded, take the session to; None while under every cap."""
-        if self.spend_limit is not None and self.cost_usd + cost_usd >= self.spend_limit:
+        if self.spend_limit is not None and self.cost_usd + cost_usd >= self.spend_limit - CENT_FRACTION:
             return "max_spend_usd"
         if self.token_limit is not None and self.tokens + tokens >= self.token_limit:
             return "max_tokens_total"
@@ -302,7 +304,7 @@ class Caps:
     def check_usage(self, task_id: str | None = None) -> None:
         """Spend and tokens only: after every model call."""
         s, m = self.settings, self.meter
-        if s.max_spend_usd is not None and m.cost_usd >= s.max_spend_usd:
+        if s.max_spend_usd is not None and m.cost_usd >= s.max_spend_usd - CENT_FRACTION:
             self._trip(task_id, "max_spend_usd", s.max_spend_usd, round(m.cost_usd, 6))
         if s.max_tokens_total is not None and m.tokens >= s.max_tokens_total:
             self._trip(task_id, "max_tokens_total", s.max_tokens_total, m.tokens)
