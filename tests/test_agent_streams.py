@@ -157,9 +157,15 @@ def test_claude_truncated_stream():
     report, steps = run(ClaudeStream(), lines[:-1])
     assert report.final_text.startswith("Done: wrote the file.")
     assert report.session_id == "a25926cb-ca0d-4eac-b8cc-523a09432943"
-    assert (report.prompt_tokens, report.completion_tokens, report.cost_usd, report.turns) == (None,) * 4
+    # killed before its result: the streamed turns are counted, msg_fake2's two blocks once (123+150+200 input,
+    # 7 cache-write, 5+10 cached); output only as far as message_start said (1 a turn), a lower bound
+    assert (report.prompt_tokens, report.completion_tokens, report.cost_usd, report.turns) == (495, 3, None, 3)
+    assert (report.cached_tokens, report.cache_write_tokens) == (15, 7)
     assert (report.is_error, report.limit) == (False, None)
     assert len(steps) == 7
+    whole, _ = run(ClaudeStream(), lines)
+    assert (whole.prompt_tokens, whole.completion_tokens, whole.cached_tokens, whole.cache_write_tokens) == \
+        (495, 80, 15, 7)
     # killed after Claude Code printed its 429 but before the result line
     report, _ = run(ClaudeStream(), events("claude-limit-after-work-oauth")[:-1])
     assert report.is_error and report.limit.resets_at == utc(1795483266)
@@ -194,6 +200,7 @@ def test_codex_usage_sums_over_turns():
     lines += [{"type": "turn.started"}, lines[-1]]
     report, _ = run(CodexStream(), lines)
     assert (report.prompt_tokens, report.completion_tokens) == (2442, 64)
+    assert (report.cached_tokens, report.cache_write_tokens) == (40, 0)  # of the 2442, priced at the cached rate
 
 
 def test_codex_usage_limit():

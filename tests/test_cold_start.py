@@ -19,8 +19,8 @@ import pytest
 
 from conftest import make_repo, task
 
-HEAVY = ("pydantic", "pydantic_core", "pygit2", "openai", "httpx", "rich", "watchfiles", "apscheduler", "detect_secrets", "requests",
-         "tilth.store.session", "tilth.core.config")
+HEAVY = ("pydantic", "pydantic_core", "pygit2", "openai", "httpx", "rich", "watchfiles", "apscheduler", "detect_secrets",
+         "requests", "genai_prices", "tilth.store.session", "tilth.core.config")
 """Never imported by the commands below."""
 
 PARSER_ONLY = HEAVY + ("orjson", "importlib.metadata")

@@ -248,3 +248,14 @@ def test_help_loads_no_web_stack(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         modules = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if "|" in line}
         assert not {m for m in modules if m.split(".")[0] in ("starlette", "uvicorn", "anyio")}, args
+
+
+def test_the_session_page_shows_each_tasks_receipt(sandbox, served) -> None:
+    scenario = {"tasks": {"T-1": [{"write": {"a.txt": "1\n"}, "case": {"summary": "first"},
+                                   "verdict": {"verdict": "reject", "category": "weak_test", "concern": "thin"}},
+                                  {"write": {"a.txt": "2\n"}, "case": {"summary": "second"}}]}}
+    assert sandbox.start("r-1", [task("T-1")], scenario).returncode == 0
+    status, body, _ = served().get("/s/r-1")
+    row = body[body.index('data-task="T-1"'):]
+    row = row[:row.index("</tr>")]
+    assert status == 200 and '<td class="receipt">2 attempts, 0 in + 0 cached + 0 out tokens, $0.0000' in row, row

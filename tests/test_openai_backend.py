@@ -172,13 +172,17 @@ def test_a_failing_check_can_never_be_accepted(sandbox, fake, model_env):
 
 
 @pytest.mark.slow
-def test_spend_cap_stops_between_iterations_and_resumes_when_raised(sandbox, fake, model_env):
+def test_spend_cap_stops_within_the_call_that_crosses_it_and_resumes_when_raised(sandbox, fake, model_env):
+    sandbox.home.mkdir(parents=True, exist_ok=True)  # a $ cap needs every model priced (here the provider reports)
+    (sandbox.home / "config.toml").write_text("[prices.worker]\nprompt = 0\ncompletion = 0\n"
+                                              "[prices.evaluator]\nprompt = 0\ncompletion = 0\n")
     fake.enqueue("worker", reply(tool_calls=[WRITE, case()], cost=0.4), reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict("reject")], cost=0.4), reply(tool_calls=[verdict()]))
     env = {**model_env, "TILTH_MAX_SPEND_USD": "0.5"}
     result = start(sandbox, env)
     assert result.returncode == 3 and "max_spend_usd" in result.stdout
-    assert len(sandbox.ledger("s1", "T-1")) == 1 and sandbox.commits("s1") == []
+    assert not (sandbox.session_dir("s1") / "ledger").joinpath("T-1.jsonl").exists(), "stopped in the evaluator's call"
+    assert sandbox.commits("s1") == []
     assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
 
     still = sandbox.tilth("resume", "s1", "--foreground", env=env)

@@ -112,7 +112,7 @@ def test_a_stray_pause_point_without_the_test_switch_does_not_hold_a_foreground_
 
 
 @pytest.mark.slow
-def test_the_wall_clock_cap_stops_between_tasks_and_a_resume_finishes(sandbox):
+def test_the_wall_clock_cap_stops_between_tasks_holds_across_resume_and_a_raised_one_finishes(sandbox):
     # T-1's worker takes 1.5 s of real work; the run may take 1 s: T-1 ends, T-2 never starts.
     scenario = {"tasks": {"T-1": [{"write": {"one.txt": "1"}, "run": ["sleep 1.5"]}]}}
     env = {"TILTH_MAX_WALL_CLOCK_S": "1"}
@@ -122,8 +122,12 @@ def test_the_wall_clock_cap_stops_between_tasks_and_a_resume_finishes(sandbox):
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "pending"}
     capped = [e for e in sandbox.events("s1") if e["type"] == "cap_reached"]
     assert capped[0]["data"]["cap"] == "max_wall_clock_s" and capped[0]["data"]["value"] >= 1
-    assert json.loads(sandbox.tilth("status", "s1", "--json").stdout)["state"] == "stopped"
-    resumed = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
+    assert status["state"] == "stopped" and status["caps"]["max_wall_clock_s"]["value"] >= 1
+    again = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert again.returncode == 3 and "max_wall_clock_s reached" in again.stdout, "the cap counts every run's time"
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "pending"}
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env={"TILTH_MAX_WALL_CLOCK_S": "600"})
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert [c["task"] for c in sandbox.commits("s1")] == ["T-1", "T-2"]
 

@@ -115,12 +115,15 @@ def test_report_has_a_task_table_honest_labels_and_counts_only_running_time(sand
 
     shas = {c["task"]: c["sha"][:7] for c in sandbox.commits("s1")}
     report = (sandbox.session_dir("s1") / "report.md").read_text()
-    table = [line.split() for line in report.splitlines() if line.startswith(("  task ", "  T-"))]
+    lines = [line for line in report.splitlines() if line.startswith(("  task ", "  T-"))]
+    receipt_at = lines[0].index("tokens in/cached/out")  # then each task's receipt: tokens, cost, time
+    table = [line[:receipt_at].split() for line in lines]
     assert table == [
         ["task", "outcome", "attempts", "rejections", "checks", "(last", "attempt)", "commit"],
         ["T-1", "done", "2", "1", "(weak_test)", "1", "passed", shas["T-1"]],
         ["T-2", "done", "1", "0", "1", "passed", shas["T-2"]],
     ]
+    assert lines[1][receipt_at:].split()[:2] == ["0/0/0", "$0.0000"]
 
     paths = session_paths("s1", sandbox.home)
     running, span = running_time(sandbox.events("s1"))

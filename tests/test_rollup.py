@@ -82,6 +82,9 @@ def test_a_session_with_model_calls_rolls_up_like_a_full_read(sandbox, fake, mod
                  reply(content="NONE"), reply(tool_calls=[case]), reply(content="NONE"))
     fake.enqueue("evaluator", reply(tool_calls=[reject]), reply(tool_calls=[accept]), reply(tool_calls=[accept]))
     prd = sandbox.write_json("prd.json", [task("T-1"), task("T-2", allow_empty=True)])
+    sandbox.home.mkdir(parents=True, exist_ok=True)  # a $ cap needs every model priced
+    (sandbox.home / "config.toml").write_text("[prices.worker]\nprompt = 1\ncompletion = 1\n"
+                                              "[prices.evaluator]\nprompt = 1\ncompletion = 1\n")
     result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
                            env={**model_env, "TILTH_MAX_SPEND_USD": "5", "TILTH_SANDBOX": "off"})
     assert result.returncode == 0, result.stdout + result.stderr

@@ -216,8 +216,9 @@ def test_status_lists_sessions_and_tasks(sandbox):
     one = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
     assert one["id"] == "s1" and one["state"] == "done" and one["branch"] == "session/s1"
     assert one["worktree"] == str(sandbox.worktree("s1"))
-    assert one["tasks"] == [{"id": "T-1", "title": "Alpha", "status": "done"},
-                            {"id": "T-2", "title": "Beta", "status": "done"}]
+    assert [{k: t[k] for k in ("id", "title", "status")} for t in one["tasks"]] == [
+        {"id": "T-1", "title": "Alpha", "status": "done"}, {"id": "T-2", "title": "Beta", "status": "done"}]
+    assert [t["attempts"] for t in one["tasks"]] == [1, 1], "each task's receipt"
     every = json.loads(sandbox.tilth("status", "--json").stdout)
     assert [(s["id"], s["state"]) for s in every] == [("s1", "done"), ("s2", "failed")]
     table = sandbox.tilth("status").stdout

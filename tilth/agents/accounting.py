@@ -1,8 +1,9 @@
 """What model calls cost, and the caps that stop a session before it costs too much.
 
 Totals are rebuilt from events.jsonl when a run starts (so spend is bounded across resumes)
-and kept incrementally after that. Caps are checked between iterations and between tasks;
-a tripped cap stops the session cleanly with state `stopped`, resumable once raised.
+and kept incrementally after that. Spend and token caps are checked after every model call (and
+against a CLI agent's usage as it streams), the others between iterations and between tasks; a
+tripped cap stops the session cleanly with state `stopped`, resumable once raised.
 
 A provider's usage report is not trusted blindly (`Usage`, a pydantic model):
 
@@ -36,11 +37,12 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ModelWrapValidatorHandler, \
     ValidationError, model_validator
 
+from tilth.agents.pricing import Tokens, rates_for
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
 from tilth.store.calls import Counted, count_into
@@ -49,18 +51,26 @@ from tilth.store.rollup import Rollup
 
 document(
     {
-        "model_call": "one completed model request; data: role, model, prompt_tokens, completion_tokens, "
+        "model_call": "one completed model request; data: role, model, prompt_tokens (input, cached and "
+                      "cache-write ones included), cached_tokens (read from the provider's prompt cache), "
+                      "cache_write_tokens (written to it), completion_tokens, "
                       "total_tokens (each a count, or null when the provider's figure was missing or unusable), "
                       "usage_known (false when the prompt or completion count was missing or unusable: the "
                       "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
                       "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
-                      "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; with unknown "
-                      "usage and a price set, cost_usd is a floor priced from the usable counts), finish_reason",
-        "cap_reached": "a spend, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
+                      "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; price_table: "
+                      "[prices] in config.toml, else genai-prices, cached and cache-write tokens at their own rates; "
+                      "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
+                      "finish_reason",
+        "cap_reached": "a spend, token, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
     }
 )
 
 COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+CENT_FRACTION = 1e-9
+"""Spend within this of the cap has reached it: ten $0.10 calls add up to 0.9999999999999999 in floats."""
+CACHE_COUNTS = ("cached_tokens", "cache_write_tokens")
+"""Parts of prompt_tokens, when the provider says; a missing or unusable one is 0 (priced at the prompt rate)."""
 
 
 class CapReached(StopRequested):
@@ -102,6 +112,8 @@ class Usage(BaseModel):
     prompt_tokens: TokenCount | None = None
     completion_tokens: TokenCount | None = None
     total_tokens: TokenCount | None = None
+    cached_tokens: TokenCount | None = None
+    cache_write_tokens: TokenCount | None = None
     cost: Dollars | None = None
     """USD the provider reported for the call, if it did (OpenRouter's `usage.cost`)."""
     problems: tuple[str, ...] = ()
@@ -115,7 +127,7 @@ class Usage(BaseModel):
         if not isinstance(data, Mapping):
             problem = "usage missing" if data is None else f"usage={_show(data)} is not an object"
             return handler({"problems": (problem,)})
-        given = {k: data[k] for k in (*COUNTS, "cost") if data.get(k) is not None}
+        given = {k: data[k] for k in (*COUNTS, *CACHE_COUNTS, "cost") if data.get(k) is not None}
         dropped: dict[str, str] = {}
         try:
             trial = handler(given)
@@ -125,15 +137,20 @@ class Usage(BaseModel):
             trial = handler(given)
         prompt, completion, total = (getattr(trial, name) for name in COUNTS)
         problems = [dropped.get(name) or f"{name} missing" for name in COUNTS[:2] if getattr(trial, name) is None]
-        if "total_tokens" in dropped:
-            problems.append(dropped["total_tokens"])
+        problems += [dropped[name] for name in ("total_tokens", *CACHE_COUNTS) if name in dropped]
         if prompt is not None and completion is not None:
             if total is not None and total < prompt + completion:
                 problems.append(f"total_tokens={total} is less than prompt+completion={prompt + completion}")
                 total = None
             if total is None:
                 total = prompt + completion
+        cached, written = trial.cached_tokens, trial.cache_write_tokens
+        if prompt is not None and (cached or 0) + (written or 0) > prompt:
+            problems.append(f"cached_tokens+cache_write_tokens={(cached or 0) + (written or 0)} is more than "
+                            f"prompt_tokens={prompt}")
+            cached = written = None
         return handler({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total,
+                        "cached_tokens": cached, "cache_write_tokens": written,
                         "cost": trial.cost, "problems": tuple(problems), "cost_problem": dropped.get("cost")})
 
     @property
@@ -152,20 +169,20 @@ class Usage(BaseModel):
         return "; ".join(parts) or None
 
 
-def call_cost(settings: Settings, model: str, usage: Usage) -> tuple[float, str]:
+def call_cost(settings: Settings, model: str, usage: Usage, base_url: str | None = None) -> tuple[float, str]:
     """(USD, cost_source); see the module docstring for the floor used when usage is unknown."""
     if usage.cost is not None:
         return usage.cost, "provider"
-    price = settings.prices.get(model)
-    if price is None:
+    rates = rates_for(settings, model, base_url)
+    if rates is None:
         return 0.0, "unknown"
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
-    priced = (prompt or 0) * price.prompt + (completion or 0) * price.completion
+    priced = rates.cost(Tokens(prompt or 0, completion or 0, usage.cached_tokens or 0, usage.cache_write_tokens or 0))
     if usage.known:
-        return priced / 1_000_000, "price_table"
+        return priced, "price_table"
     rest = max(0, (usage.total_tokens or 0) - (prompt or 0) - (completion or 0))
-    cheapest = min(rate for rate, n in ((price.prompt, prompt), (price.completion, completion)) if n is None)
-    return (priced + rest * cheapest) / 1_000_000, "unknown"
+    cheapest = min(rate for rate, n in ((rates.prompt, prompt), (rates.completion, completion)) if n is None)
+    return priced + rest * cheapest / 1_000_000, "unknown"
 
 
 @dataclass
@@ -182,6 +199,24 @@ class Meter:
     """Of those, the ones with no cost from the provider or price table: `cost_usd` is a lower bound."""
     unpriced_calls: int = 0
     """Calls with known usage but no provider cost and no price-table entry."""
+    after_record: Callable[[str | None], None] | None = field(default=None, repr=False, compare=False)
+    """Called with the task id after every recorded call (`Caps` checks spend and tokens there)."""
+    spend_limit: float | None = None
+    token_limit: int | None = None
+    wall_deadline: float | None = None
+    """`time.monotonic()` at which the session's running time reaches its wall-clock cap (a CLI agent
+    run is killed there)."""
+    check_caps: Callable[[str | None], None] | None = field(default=None, repr=False, compare=False)
+    """Every cap (`Caps.check`), for a CLI agent run the wall clock stopped."""
+
+    def crossing(self, cost_usd: float, tokens: int) -> str | None:
+        """The cap (`max_spend_usd`, `max_tokens_total`) that a running call's `cost_usd` and `tokens`,
+        not yet recorded, take the session to; None while under every cap."""
+        if self.spend_limit is not None and self.cost_usd + cost_usd >= self.spend_limit - CENT_FRACTION:
+            return "max_spend_usd"
+        if self.token_limit is not None and self.tokens + tokens >= self.token_limit:
+            return "max_tokens_total"
+        return None
 
     @property
     def cost_is_lower_bound(self) -> bool:
@@ -214,36 +249,74 @@ class Meter:
                cost: float, cost_source: str, latency_ms: int, finish_reason: str | None) -> None:
         self.add(role, task_id, Counted(usage.tokens, cost, usage.known, cost_source != "unknown"))
         events.emit("model_call", task_id, iteration, role=role, model=model, prompt_tokens=usage.prompt_tokens,
+                    cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
                     completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens,
                     usage_known=usage.known, usage_problem=usage.problem, latency_ms=latency_ms,
                     cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
+        if self.after_record is not None:
+            self.after_record(task_id)
 
 
 class Caps:
-    NAMES = ("max_spend_usd", "max_wall_clock_s", "max_evaluator_calls_per_task")
+    """The session's bounds. Spend and tokens are checked after every recorded model call (a CLI
+    agent's running usage as it streams: `Meter.crossing`), wall clock (the session's running time
+    over all its runs) and evaluator calls between attempts and tasks, and the wall clock also ends
+    a CLI agent run at the cap; a tripped cap raises `CapReached` (the session stops, resumable)."""
+
+    NAMES = ("max_spend_usd", "max_tokens_total", "max_wall_clock_s", "max_evaluator_calls_per_task")
 
     @classmethod
     def limits(cls, settings: Settings) -> dict[str, float | None]:
         """The limits in force, recorded with `session_started` so `tilth status` can show them."""
         return {name: getattr(settings, name) for name in cls.NAMES}
 
-    def __init__(self, settings: Settings, meter: Meter, events: EventLog):
+    @classmethod
+    def bounds_line(cls, settings: Settings) -> str:
+        """The bounds in force, in one line for `tilth start`."""
+        s = settings
+        parts = [f"spend ${s.max_spend_usd:g}" if s.max_spend_usd is not None else "no spend cap",
+                 *([f"{s.max_tokens_total:,} tokens"] if s.max_tokens_total is not None else []),
+                 *([f"{s.max_wall_clock_s:g} s wall clock"] if s.max_wall_clock_s is not None else []),
+                 *([f"{s.max_evaluator_calls_per_task} evaluator calls a task"]
+                   if s.max_evaluator_calls_per_task is not None else []),
+                 f"{s.max_iterations_per_task} attempts a task a run, {s.max_attempts_per_task_total} in all"]
+        unbounded = "" if s.max_spend_usd is not None or s.max_tokens_total is not None else \
+            " (nothing bounds what this night spends: set TILTH_MAX_SPEND_USD or TILTH_MAX_TOKENS_TOTAL)"
+        return "bounds: " + ", ".join(parts) + unbounded
+
+    def __init__(self, settings: Settings, meter: Meter, events: EventLog, ran_before_s: float = 0.0):
+        """`ran_before_s`: the session's running time in its earlier runs (the roll-up's clock), which
+        the wall-clock cap counts too."""
         self.settings = settings
         self.meter = meter
         self.events = events
-        self.started = time.monotonic()
+        self.started = time.monotonic() - ran_before_s
+        self.told: set[str] = set()
+        meter.spend_limit, meter.token_limit = settings.max_spend_usd, settings.max_tokens_total
+        meter.after_record, meter.check_caps = self.check_usage, self.check
+        if settings.max_wall_clock_s is not None:
+            meter.wall_deadline = self.started + settings.max_wall_clock_s
+
+    def check_usage(self, task_id: str | None = None) -> None:
+        """Spend and tokens only: after every model call."""
+        s, m = self.settings, self.meter
+        if s.max_spend_usd is not None and m.cost_usd >= s.max_spend_usd - CENT_FRACTION:
+            self._trip(task_id, "max_spend_usd", s.max_spend_usd, round(m.cost_usd, 6))
+        if s.max_tokens_total is not None and m.tokens >= s.max_tokens_total:
+            self._trip(task_id, "max_tokens_total", s.max_tokens_total, m.tokens)
 
     def check(self, task_id: str | None = None) -> None:
         s = self.settings
-        tripped = None
-        if s.max_spend_usd is not None and self.meter.cost_usd >= s.max_spend_usd:
-            tripped = ("max_spend_usd", s.max_spend_usd, round(self.meter.cost_usd, 6))
-        elif s.max_wall_clock_s is not None and time.monotonic() - self.started >= s.max_wall_clock_s:
-            tripped = ("max_wall_clock_s", s.max_wall_clock_s, round(time.monotonic() - self.started, 1))
-        elif (s.max_evaluator_calls_per_task is not None and task_id
-              and self.meter.evaluator_calls[task_id] >= s.max_evaluator_calls_per_task):
-            tripped = ("max_evaluator_calls_per_task", s.max_evaluator_calls_per_task, self.meter.evaluator_calls[task_id])
-        if tripped:
-            cap, limit, value = tripped
+        self.check_usage(task_id)
+        if s.max_wall_clock_s is not None and time.monotonic() - self.started >= s.max_wall_clock_s:
+            self._trip(task_id, "max_wall_clock_s", s.max_wall_clock_s, round(time.monotonic() - self.started, 1))
+        if (s.max_evaluator_calls_per_task is not None and task_id
+                and self.meter.evaluator_calls[task_id] >= s.max_evaluator_calls_per_task):
+            self._trip(task_id, "max_evaluator_calls_per_task", s.max_evaluator_calls_per_task,
+                       self.meter.evaluator_calls[task_id])
+
+    def _trip(self, task_id: str | None, cap: str, limit: float, value: float) -> None:
+        if cap not in self.told:
+            self.told.add(cap)
             self.events.emit("cap_reached", task_id, cap=cap, limit=limit, value=value)
-            raise CapReached(f"{cap} reached ({value} >= {limit}); raise it (TILTH_{cap.upper()}) and resume")
+        raise CapReached(f"{cap} reached ({value} >= {limit}); raise it (TILTH_{cap.upper()}) and resume")

@@ -45,7 +45,8 @@ _removing: list[Path] = []
 """Cgroups of ended commands, killed, not yet removable: retried at each command's end (and, left by
 a tilth process that died, removed by the next one to probe)."""
 
-Sink = Callable[[bytes], None]
+Sink = Callable[[bytes], "str | None"]
+"""Takes a chunk of output; a reason it returns (a cap crossed) stops the command at once."""
 
 
 class Output:
@@ -56,6 +57,8 @@ class Output:
         self.sinks, self.cap = sinks, cap
         self.total = 0
         self.over = False
+        self.stop_reason: str | None = None
+        """What a sink asked to stop for (it returned a reason): `wait` returns it at once."""
         ours, theirs = zip(os.pipe(), os.pipe())  # ((out_r, err_r), (out_w, err_w))
         self.open: dict[int, int] = {fd: i for i, fd in enumerate(ours)}
         self.child_ends: tuple[int, int] | None = theirs
@@ -77,6 +80,8 @@ class Output:
                 for fd in ready:
                     if fd != pidfd and not self._read(fd):
                         return "too much output"
+                if self.stop_reason is not None:
+                    return self.stop_reason
                 if pidfd in ready:
                     return None
             return "timeout"
@@ -116,7 +121,9 @@ class Output:
             if room > 0:
                 self.sinks[self.open[fd]](chunk[:room])
             return False
-        self.sinks[self.open[fd]](chunk)
+        said = self.sinks[self.open[fd]](chunk)
+        if isinstance(said, str) and self.stop_reason is None:
+            self.stop_reason = said
         return True
 
 

@@ -19,6 +19,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     print(f"TILTH_HOME = {tilth_home()}")
     print("\n".join(describe(settings, sources, scope_of)))
+    from tilth.agents.pricing import how_to_price, unpriced
+
+    for model, named in unpriced(settings):
+        refused = "; tilth start refuses it while max_spend_usd is set" if settings.max_spend_usd is not None else ""
+        print(f"price: none for {'model ' + repr(model) if model else 'the model ' + named + ' would name'} "
+              f"({named}), so its spend is unknown{refused}: {how_to_price(model, named)}")
     info = holder(tilth_home())
     print("\n".join(environment_differences(info)) if info else "supervisor: not running (it takes the environment "
           "of the command that starts it)")

@@ -111,6 +111,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         done_with_plan()
     print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
     print(cmd_plan.failure_line(settings), flush=True)
+    if backend_choice(args, settings).name != "scripted":
+        from tilth.agents.accounting import Caps
+
+        print(Caps.bounds_line(settings), flush=True)
     if dashboard := cmd_serve.dashboard_line(paths.id):
         print(dashboard, flush=True)
     if args.foreground:

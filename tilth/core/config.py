@@ -33,10 +33,19 @@ DEFAULT_SECRET_PATTERNS = (
 
 
 class Price(BaseModel):
+    """`[prices.<model>]` in config.toml: overrides the price library (`agents/pricing.py`) for that model.
+    An unknown key is an error, so a misspelt rate is never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
     prompt: float = Field(ge=0)
-    """USD per million prompt tokens."""
+    """USD per million prompt tokens not read from a cache."""
     completion: float = Field(ge=0)
     """USD per million completion tokens."""
+    cached_prompt: float | None = Field(None, ge=0)
+    """USD per million prompt tokens read from the provider's prompt cache; the prompt rate when unset."""
+    cache_write: float | None = Field(None, ge=0)
+    """USD per million prompt tokens written to the provider's prompt cache; the prompt rate when unset."""
 
 
 AgentBackend = Literal["openai", "claude", "codex", "aider", "command"]
@@ -48,6 +57,13 @@ class Settings(BaseModel):
 
     max_iterations_per_task: int = Field(5, ge=1, le=100)
     """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
+    max_attempts_per_task_total: int = Field(15, ge=1, le=10_000)
+    """Attempts a task gets over all runs of the session (each resume gives it max_iterations_per_task more, up
+    to this); then it fails without another until this is raised and the session resumed."""
+    stall_after: int = Field(3, ge=0, le=100)
+    """Rejections in a row for the same reason (same category and a concern that says the same thing, or the
+    worker's diff unchanged) after which a task stops early and parks with a question built from the concern;
+    dependent tasks wait, the others go on. 0 (or 1) turns the stall breaker off."""
     stop_on_failure: bool = False
     """End the session at the first FAILED placeholder (for a plan that is a strict sequence). By
     default the other tasks go on: only the tasks that depend on a failed one (`depends_on`) wait.
@@ -206,6 +222,9 @@ class Settings(BaseModel):
     """Stop the session (resumably) once its recorded model cost reaches this."""
     max_wall_clock_s: float | None = Field(None, gt=0)
     """Stop the run (resumably) after this many seconds."""
+    max_tokens_total: int | None = Field(None, ge=1)
+    """Stop the session (resumably) once its model calls have used this many tokens (input and output, over
+    every run); needs no price."""
     max_evaluator_calls_per_task: int | None = Field(None, ge=1)
     """Stop the session (resumably) once a task's evaluator has made this many model calls."""
     secret_patterns: list[str] = Field(default_factory=list)
@@ -214,7 +233,8 @@ class Settings(BaseModel):
     dispatch: Dispatch | None = None
     """`[dispatch]`: run sessions on `tilth worker` machines through a broker (`core/dispatching.py`)."""
     prices: dict[str, Price] = Field(default_factory=dict)
-    """Per-model USD prices per million tokens, used when the provider reports no cost."""
+    """Per-model USD prices per million tokens (`prompt`, `completion`, `cached_prompt`, `cache_write`), used
+    when the provider reports no cost; they override the price library's (genai-prices) for that model."""
 
     @field_validator("secret_patterns")
     @classmethod

@@ -19,6 +19,7 @@ import pygit2
 from tilth.agents.accounting import Meter
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.preflight import preflight
+from tilth.agents.pricing import check_priced
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso, utc_now
 from tilth.core.config import Settings
@@ -65,6 +66,10 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
             raise BadInput(f"scenario file {scenario_path} does not exist; pass --scenario an existing file")
         scenario_bytes = scenario_path.read_bytes()
     make_backend(backend, settings, Meter())
+    if backend.name != "scripted":
+        for line in check_priced(settings):
+            if notify is not None:
+                notify(line)
     resolve_mode(settings.sandbox, settings.agent_network)
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))

@@ -5,11 +5,12 @@ placeholder or a PARKED one."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from hashlib import sha1
 from pathlib import Path
 from typing import Callable
 
-from tilth.agents.accounting import Caps, Meter
+from tilth.agents.accounting import CapReached, Caps, Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.bounds import in_force
@@ -34,6 +35,7 @@ from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
 from tilth.run.secret_gate import rejection as secret_rejection
+from tilth.run.stalling import repeats, stalled_verdict
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -52,11 +54,15 @@ from tilth.views.endreport import record_report
 document(
     {
         "session_started": "a process took the session lock and began running; data: backend, pid, resume, "
-                           "caps (the limits in force: max_spend_usd, max_wall_clock_s, max_evaluator_calls_per_task)",
+                           "caps (the limits in force: max_spend_usd, max_tokens_total, max_wall_clock_s, "
+                           "max_evaluator_calls_per_task)",
         "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
                    "setting, network (on|off: whether the agent's commands reach the network), processes "
                    "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
         "task_started": "a task was marked in_progress",
+        "attempts_used_up": "a task has had max_attempts_per_task_total attempts over all runs and fails without "
+                            "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
+                            "data: attempts, limit",
         "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
                        "data: count, ids (they reach every later prompt they apply to)",
         "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
@@ -85,6 +91,8 @@ class Run:
     hooks: Hooks
     paused_until: str | None = None
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
+    diff_shas: dict[str, dict[int, str]] = field(default_factory=dict)
+    """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
@@ -148,7 +156,8 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
 def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
-    meter = Meter.from_rollup(keep_rollup(events))
+    rollup = keep_rollup(events)
+    meter = Meter.from_rollup(rollup)
     backend = make_backend(record.backend, settings, meter)
     ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events)
     check_readable(ws.repo, record.branch)
@@ -159,7 +168,8 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     session_notices.watch(paths, settings.notify, events, not settings.stop_on_failure)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
-    return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
+    caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
+    return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
                sandbox, hooks)
 
 
@@ -248,6 +258,9 @@ def run_task(run: Run, task: Task) -> str:
         if attempts:
             run.stop.check()
         run.caps.check(task.id)
+        if (used_up := attempts_used_up(run, task)) is not None:
+            entry = used_up
+            break
         try:
             entry = run_iteration(run, task)
         except UsageLimited as limit:
@@ -268,6 +281,17 @@ def run_task(run: Run, task: Task) -> str:
     return "failed"
 
 
+def attempts_used_up(run: Run, task: Task) -> LedgerEntry | None:
+    """The task's last ledger entry once it has had `max_attempts_per_task_total` attempts over all
+    runs (it then fails without another; a resume must raise the setting first)."""
+    entries = read_entries(run.ws.paths.ledger_dir, task.id)
+    if len(entries) < run.settings.max_attempts_per_task_total:
+        return None
+    run.ws.events.emit("attempts_used_up", task.id, entries[-1].iter, attempts=len(entries),
+                       limit=run.settings.max_attempts_per_task_total)
+    return entries[-1]
+
+
 def run_iteration(run: Run, task: Task) -> LedgerEntry:
     ws, settings = run.ws, run.settings
     entries = read_entries(ws.paths.ledger_dir, task.id)
@@ -286,11 +310,32 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
         verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
     elif not verdict.category or verdict.category == "none":
         verdict = verdict.model_copy(update={"category": "evaluator_question"})
+    verdict = break_stall(run, task, iteration, verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)
     return entry
+
+
+def break_stall(run: Run, task: Task, iteration: int, verdict: Verdict, entries: list[LedgerEntry],
+                diff_sha: str) -> Verdict:
+    """The verdict, or a parking one once `stall_after` rejections in a row repeat each other."""
+    diffs = run.diff_shas.setdefault(task.id, {})
+    diffs[iteration] = diff_sha
+    if run.settings.stall_after < 2:
+        return verdict
+    count, current, current_sha, what = 1, verdict, diff_sha, None
+    for previous in reversed(entries):
+        same = repeats(current, current_sha, previous, diffs.get(previous.iter))
+        if same is None:
+            break
+        count, current, current_sha, what = count + 1, previous.verdict, diffs.get(previous.iter), what or same
+        if count >= run.settings.stall_after:
+            run.ws.events.emit("task_stalled", task.id, iteration, count=count, category=verdict.category,
+                               concern=verdict.concern, same=what)
+            return stalled_verdict(task.id, verdict, count)
+    return verdict
 
 
 def worker_turn(run: Run, task: Task, iteration: int,
@@ -340,7 +385,7 @@ def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> 
             proposals = run.backend.learner.propose(job)
             append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
             ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
-        except (ProviderError, AgentFailed, UsageLimited) as exc:
+        except (ProviderError, AgentFailed, UsageLimited, CapReached) as exc:  # a cap stops at the next task
             ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
     write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
     run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)

@@ -49,6 +49,10 @@ class Counted:
     cost_usd: float
     usage_known: bool
     cost_known: bool
+    prompt: int = 0
+    """Input tokens, cached ones included (0 when unknown), for a task's receipt."""
+    cached: int = 0
+    completion: int = 0
 
     @classmethod
     def from_event(cls, data: Mapping[str, Any]) -> Counted:
@@ -57,9 +61,11 @@ class Counted:
         prompt, completion, total = (_count(data.get(k)) for k in CALL_COUNTS)
         known = data.get("usage_known")
         cost = _dollars(data.get("cost_usd"))
+        cached = min(_count(data.get("cached_tokens")) or 0, prompt or 0)
         return cls(tokens=max(total or 0, (prompt or 0) + (completion or 0)), cost_usd=cost or 0.0,
                    usage_known=known if isinstance(known, bool) else prompt is not None and completion is not None,
-                   cost_known=cost is not None and data.get("cost_source") in ("provider", "price_table"))
+                   cost_known=cost is not None and data.get("cost_source") in ("provider", "price_table"),
+                   prompt=prompt or 0, cached=cached, completion=completion or 0)
 
 
 @dataclass

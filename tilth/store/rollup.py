@@ -41,7 +41,7 @@ from tilth.store.events import EventLog, is_event
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.strict import dict_of, number_or_none, strict_record
 
-VERSION = 1
+VERSION = 2
 FILE_NAME = "summary.json"
 EDGE_BYTES = 256
 READ_BYTES = 8 << 20
@@ -81,6 +81,12 @@ class TaskRoll:
     evaluator_calls: int = 0
     wall_s: float = 0.0
     """Running time while it was the current task, spans closed so far."""
+    prompt_tokens: int = 0
+    """Input tokens of its model calls, cached ones included (its receipt; VERSION 2)."""
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    unknown_usage_calls: int = 0
+    """Calls whose usage was missing or unusable: its tokens and cost are lower bounds."""
 
 
 @dataclass
@@ -199,6 +205,10 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
             t.cost_usd += counted.cost_usd
             t.model_calls += 1
             t.evaluator_calls += str(data.get("role") or "") == "evaluator"
+            t.prompt_tokens += counted.prompt
+            t.cached_tokens += counted.cached
+            t.completion_tokens += counted.completion
+            t.unknown_usage_calls += not counted.usage_known
     elif t is not None and kind == "verdict":
         concern = data.get("concern")
         t.attempts, t.verdict, t.category = it, _text(data.get("verdict", "")), _text(data.get("category"))

@@ -9,7 +9,8 @@ from tilth.views.asking import answer_command, question_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
 REPORT = "report.md"
-TABLE = ("task", "outcome", "attempts", "rejections", "checks (last attempt)", "commit")
+TABLE = ("task", "outcome", "attempts", "rejections", "checks (last attempt)", "commit", "tokens in/cached/out",
+         "cost", "time")
 
 
 def rejections(task: TaskTally) -> str:
@@ -25,10 +26,16 @@ def checks(task: TaskTally) -> str:
                      if part)
 
 
+def tokens(task: TaskTally) -> str:
+    """Every attempt's and run's: input not read from a cache / cached / output."""
+    return f"{task.prompt_tokens - task.cached_tokens:,}/{task.cached_tokens:,}/{task.completion_tokens:,}"
+
+
 def task_table(t: SessionTally) -> list[str]:
     """One aligned row per task, under a header."""
     rows = [TABLE] + [(task.id, task.shown_outcome, str(task.iterations), rejections(task), checks(task),
-                       task.commit or "-") for task in t.tasks]
+                       task.commit or "-", tokens(task), money(task.cost_usd, task.cost_is_lower_bound),
+                       duration(task.wall_s, never="-")) for task in t.tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 

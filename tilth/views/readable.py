@@ -132,6 +132,11 @@ class Readable:
             "task_parked": lambda d: f"PARKED placeholder {_sha(d)}: waits for an answer to {short(d.get('question'))}",
             "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {_sha(d)}",
             "task_answered": lambda d: "answered; pending again" + (" (tilth answer)" if d.get("by") == "answer" else ""),
+            "task_stalled": lambda d: f"stalled: rejected {d.get('count')} times in a row for the same "
+                                      f"{d.get('same')} ({d.get('category')}); it parks with a question",
+            "attempts_used_up": lambda d: f"{d.get('attempts')} attempts over all runs (max_attempts_per_task_total "
+                                          f"{d.get('limit')}): no more; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and "
+                                          "resume to give it more",
             "question_repeated": lambda d: f"the {d.get('asked_by')} asked an answered question again: rejected",
             "learnings_proposed": _learnings,
             "head_repaired": lambda d: f"HEAD said {d.get('was')}; pointed back at {d.get('branch')}",

@@ -22,7 +22,7 @@ from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import TaskLine, peek_plan
 from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
-from tilth.store.rollup import Clock, Rollup, load_rollup
+from tilth.store.rollup import Rollup, load_rollup
 from tilth.store.session_peek import SessionView, peek_session
 from tilth.store.session_state import SessionState, effective_state
 from tilth.views.figures import money, token_count, verdict_label
@@ -50,13 +50,14 @@ def activity(rollup: Rollup, live: bool) -> dict[str, Any]:
 
 def caps(rollup: Rollup, now: datetime | None) -> dict[str, dict[str, Any]]:
     """Each cap the last run set (or that stopped it): limit, the value it is checked against
-    (spend: the session's; wall clock: the current run's; evaluator calls: the current task's),
+    (spend, tokens and wall clock: the session's over all its runs; evaluator calls: the current task's),
     and whether it was reached."""
     clock, task = rollup.clock, rollup.tasks.get(rollup.current_task or "")
     run_s = None
-    if clock.open_since is not None:
-        run_s = round(Clock(open_since=clock.open_since, last_ts=clock.last_ts, ran=True).seconds(now) or 0.0, 1)
-    values = {"max_spend_usd": round(rollup.totals.cost_usd, 6), "max_wall_clock_s": run_s,
+    if clock.ran:  # the wall-clock cap counts the session's running time over all its runs
+        run_s = round(clock.seconds(now if clock.open_since is not None else None) or 0.0, 1)
+    values = {"max_spend_usd": round(rollup.totals.cost_usd, 6), "max_tokens_total": rollup.totals.tokens,
+              "max_wall_clock_s": run_s,
               "max_evaluator_calls_per_task": task.evaluator_calls if task else None}
     shown = {}
     for name in dict.fromkeys([*rollup.caps, *rollup.caps_reached]):
@@ -79,6 +80,9 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     done = sum(t["status"] == TaskStatus.done for t in tasks)
     holder = read_holder(paths.lock) if state in (SessionState.running, SessionState.paused) else None
     rollup = load_rollup(paths.events)
+    live = state == SessionState.running
+    for line in tasks:
+        line.update(receipt(rollup, line["id"], utc_now() if live else None))
     summary = {
         "id": record.id,
         "state": state,
@@ -105,6 +109,39 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
         summary.update(current_task=None, iteration=None)
     return summary
+
+
+def receipt(rollup: Rollup, task_id: str, now: datetime | None) -> dict[str, Any]:
+    """What a task has cost so far over every attempt and run: `attempts` (evaluated), `cost_usd`
+    (`cost_is_lower_bound` when some call's usage was unknown), `tokens` {input (not read from a
+    cache), cached, output} and `wall_s` (its running time, the open span of a running task too)."""
+    t = rollup.tasks.get(task_id)
+    if t is None:
+        return {"attempts": 0, "cost_usd": 0.0, "cost_is_lower_bound": False,
+                "tokens": {"input": 0, "cached": 0, "output": 0}, "wall_s": 0.0}
+    wall = t.wall_s
+    if task_id == rollup.current_task and rollup.task_since is not None:
+        wall += _seconds_between(rollup.task_since, now) if now is not None else 0.0
+    return {"attempts": t.attempts or 0, "cost_usd": round(t.cost_usd, 6), "cost_is_lower_bound": t.unknown_usage_calls > 0,
+            "tokens": {"input": t.prompt_tokens - t.cached_tokens, "cached": t.cached_tokens,
+                       "output": t.completion_tokens}, "wall_s": round(wall, 1)}
+
+
+def _seconds_between(since: str, now: datetime) -> float:
+    try:
+        return max(0.0, (now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds())
+    except ValueError:
+        return 0.0
+
+
+def receipt_text(line: dict[str, Any]) -> str:
+    """`3 attempts, 12,000 in + 8,000 cached + 900 out tokens, $0.0420, 2m10s`."""
+    if "tokens" not in line:
+        return ""
+    tokens = line["tokens"]
+    return (f"{line['attempts']} attempt{'s' if line['attempts'] != 1 else ''}, {tokens['input']:,} in + "
+            f"{tokens['cached']:,} cached + {tokens['output']:,} out tokens, "
+            f"{money(line['cost_usd'], line.get('cost_is_lower_bound', False))}, {_duration(line['wall_s'])}")
 
 
 def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
@@ -285,7 +322,8 @@ def _verdict(last: dict[str, Any] | None) -> str:
     return f"  (attempt {last['attempts']}: {last['last_verdict']})" if last.get("attempts") else f"  ({last['last_verdict']})"
 
 
-CAP_WORDS = {"max_spend_usd": "spend", "max_wall_clock_s": "this run's time", "max_evaluator_calls_per_task":
+CAP_WORDS = {"max_spend_usd": "spend", "max_tokens_total": "tokens", "max_wall_clock_s": "running time (all runs)",
+             "max_evaluator_calls_per_task":
              "evaluator calls on the current task"}
 
 
@@ -321,8 +359,10 @@ def render_one(summary: dict[str, Any]) -> str:
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     verdicts = summary.get("verdicts") or {}
     width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
-    lines += [f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}"
-              for t in summary["tasks"]]
+    for t in summary["tasks"]:
+        lines.append(f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}")
+        if t.get("attempts") or t.get("cost_usd"):
+            lines.append(f"  {'':<{width}} {receipt_text(t)}")
     for q in summary.get("questions") or []:
         said = f"({q['asked_by']} asked) {q['question']}" if q["question"] else "(the question was not recorded)"
         lines.append(f"question {q['task']} {said}")

@@ -30,8 +30,9 @@ from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import read_entries
 from tilth.store.prd import blocked_by, load_plan
+from tilth.store.calls import Counted
 from tilth.store.prd_rules import blocked_label
-from tilth.store.rollup import OUTSIDE_RUN
+from tilth.store.rollup import OUTSIDE_RUN, load_rollup
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
@@ -57,6 +58,14 @@ class TaskTally:
     """(passed, failed) checks of the last attempt; None when no check ran."""
     commit: str = ""
     """The task's commit (or FAILED placeholder) on the branch; "" when there is none."""
+    prompt_tokens: int = 0
+    """Input tokens over every attempt and run, cached ones included."""
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    cost_is_lower_bound: bool = False
+    """Some of its calls' usage was unknown: `cost_usd` is at least this."""
+    wall_s: float = 0.0
+    """Its running time over every run."""
     depends_on: tuple[str, ...] = ()
     blocked_by: tuple[str, ...] = ()
     """The failed or parked tasks this pending one waits on (`depends_on`, directly or not): it cannot run."""
@@ -195,6 +204,7 @@ def tally(paths: SessionPaths) -> SessionTally:
     plan += [(c.task_id, c.title, "", ()) for c in commits.values() if c.task_id not in known]
 
     calls = [e for e in events if e.get("type") == "model_call"]
+    rolled = load_rollup(paths.events)
     reasons = _failure_reasons(paths)
     tasks = []
     for task_id, title, status, depends_on in plan:
@@ -206,7 +216,9 @@ def tally(paths: SessionPaths) -> SessionTally:
         checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
-        mine = Meter.from_events([e for e in calls if e.get("task") == task_id])
+        own = [e for e in calls if e.get("task") == task_id]
+        mine = Meter.from_events(own)
+        counted = [Counted.from_event(e["data"]) for e in own if isinstance(e.get("data"), dict)]
         reason = ""
         if outcome == "failed":
             reason = (commit.reason if commit else "") or reasons.get(task_id) or "(no reason recorded)"
@@ -214,6 +226,9 @@ def tally(paths: SessionPaths) -> SessionTally:
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
             tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, rejections=rejections, checks=checks,
             commit=commit.sha[:7] if commit else "", depends_on=depends_on,
+            prompt_tokens=sum(c.prompt for c in counted), cached_tokens=sum(c.cached for c in counted),
+            completion_tokens=sum(c.completion for c in counted), cost_is_lower_bound=mine.unknown_usage_calls > 0,
+            wall_s=rolled.tasks[task_id].wall_s if task_id in rolled.tasks else 0.0,
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
     outcomes = {t.id: t.outcome for t in tasks}

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tilth.views.figures import money, verdict_label
-from tilth.views.status import rows, task_state
+from tilth.views.status import receipt_text, rows, task_state
 from tilth.web.assets import CSS, SESSION_JS, SESSIONS_JS
 from tilth.web.data import Attempt, CommitDiff
 
@@ -85,7 +85,7 @@ def _duration(seconds: float | None) -> str:
 
 
 METERS = (("max_spend_usd", "spend", lambda v: f"${v:.2f}"),
-          ("max_wall_clock_s", "wall clock (this run)", _duration),
+          ("max_wall_clock_s", "wall clock (all runs)", _duration),
           ("max_evaluator_calls_per_task", "evaluator calls (current task)", lambda v: f"{v:g}"))
 
 
@@ -118,7 +118,7 @@ def tasks(s: dict[str, Any]) -> str:
         return ""
     verdicts = s.get("verdicts") or {}
     out = ['<table><thead><tr><th>task</th><th>title</th><th>status</th><th>iterations</th>'
-           '<th>last verdict</th></tr></thead><tbody>']
+           '<th>last verdict</th><th>receipt</th></tr></thead><tbody>']
     for t in s.get("tasks") or []:
         v = verdicts.get(t["id"]) or {}
         iters = v.get("attempts") or ""
@@ -126,7 +126,8 @@ def tasks(s: dict[str, Any]) -> str:
             iters = f"#{s['iteration']} now"
         out.append(f'<tr data-task="{e(t["id"])}"><td>{e(t["id"])}</td><td>{e(t["title"])}</td>'
                    f'<td class="status status-{e(t["status"])}">{e(task_state(t))}</td>'
-                   f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(v.get("last_verdict", ""))}</td></tr>')
+                   f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(v.get("last_verdict", ""))}</td>'
+                   f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}</td></tr>')
     return "".join(out) + "</tbody></table>"
 
 

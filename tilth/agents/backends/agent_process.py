@@ -7,7 +7,9 @@ stdout and stderr are pipes read as the bytes arrive: every stdout line goes (re
 stream reader can turn the agent's events into journal events live. stderr is kept whole
 (redacted) in `<stem>.stderr`. The moment stdout and stderr together pass MAX_OUTPUT_BYTES the
 agent is stopped as `too much output`; the logs never hold more than that. stdin is the prompt
-file, never an open pipe (an agent that reads stdin to EOF would hang on one).
+file, never an open pipe (an agent that reads stdin to EOF would hang on one). When `on_line`
+returns a reason (a cap crossed by the usage streamed so far), the whole group is killed at once
+and the run is `stopped` with that reason.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ KEEP_CHARS = 1_000_000
 class Finished:
     exit_code: int
     stopped: str | None
-    """None on a normal exit, else "timeout" or "too much output"."""
+    """None on a normal exit, else "timeout", "too much output" or the reason `on_line` gave (a cap)."""
     stdout: str
     """The tail of stdout (KEEP_CHARS)."""
     stderr: str
@@ -42,22 +44,24 @@ class _Lines:
     """The agent's stdout as it comes: each whole line to its log (redacted) and, when it is JSON, to
     `on_line`; the last KEEP_CHARS kept."""
 
-    def __init__(self, log, on_line: Callable[[dict], None] | None):
+    def __init__(self, log, on_line: Callable[[dict], str | None] | None):
         self.log, self.on_line = log, on_line
+        self.stop_reason: str | None = None
         self.bytes = 0
         self.partial: list[bytes] = []
         self.tail: list[bytes] = []
         self.kept = 0
 
-    def __call__(self, chunk: bytes) -> None:
+    def __call__(self, chunk: bytes) -> str | None:
         self.bytes += len(chunk)
         if b"\n" not in chunk:
             self.partial.append(chunk)  # joined once its line ends: a long line costs no quadratic copying
-            return
+            return self.stop_reason
         *lines, rest = b"".join([*self.partial, chunk]).split(b"\n")
         self.partial = [rest] if rest else []
         for line in lines:
             self._line(line + b"\n")
+        return self.stop_reason
 
     def finish(self) -> None:
         if self.partial:
@@ -73,12 +77,12 @@ class _Lines:
             self.kept -= len(self.tail.pop(0))
         if self.on_line is not None and line.startswith(b"{"):
             event = parse_object(line)
-            if event is not None:
-                self.on_line(event)
+            if event is not None and (reason := self.on_line(event)) and self.stop_reason is None:
+                self.stop_reason = reason
 
 
 def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, timeout: float, logs: Path, stem: str,
-              on_line: Callable[[dict], None] | None = None,
+              on_line: Callable[[dict], str | None] | None = None,
               max_processes: int | None = DEFAULT_MAX_PROCESSES) -> Finished:
     """Run to the end (or the timeout); raises OSError when the agent cannot be started."""
     logs.mkdir(parents=True, exist_ok=True)

@@ -54,6 +54,10 @@ class AgentReport:
     """The agent's last message (the case or verdict is parsed from it)."""
     prompt_tokens: int | None = None
     """Input tokens over the whole run, cached and cache-writing ones included; None when not reported."""
+    cached_tokens: int | None = None
+    """Of prompt_tokens, those read from the provider's prompt cache (priced at the cached rate)."""
+    cache_write_tokens: int | None = None
+    """Of prompt_tokens, those written to the provider's prompt cache."""
     completion_tokens: int | None = None
     cost_usd: float | None = None
     """What the agent itself reported the run cost; None when it reports no cost."""

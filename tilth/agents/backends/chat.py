@@ -117,8 +117,8 @@ class ChatClient:
         import openai
 
         self._errors = (openai.OpenAIError, ValueError)
-        base_url, api_key, self.model = settings.endpoint(role)
-        self.client = sdk_client(base_url, api_key, settings.request_timeout)
+        self.base_url, api_key, self.model = settings.endpoint(role)
+        self.client = sdk_client(self.base_url, api_key, settings.request_timeout)
 
     def complete(self, messages: list[dict], tools: list[dict], task_id: str, iteration: int,
                  tool_choice: str = "auto") -> ModelReply:
@@ -140,7 +140,7 @@ class ChatClient:
                              attempt=attempt, outcome=outcome, status=status, wait_s=round(wait, 3))
             if outcome == "ok":
                 latency = int((time.monotonic() - started) * 1000)
-                cost, source = call_cost(s, self.model, usage)
+                cost, source = call_cost(s, self.model, usage, self.base_url)
                 self.meter.record(self.events, self.role, self.model, task_id, iteration, usage, cost, source,
                                   latency, reply.finish_reason)
                 return reply
@@ -209,4 +209,10 @@ def _usage(raw: Any) -> Usage:
     and OpenRouter's `cost` as an extra field; `Usage` decides what of it to trust."""
     if raw is not None and not isinstance(raw, Mapping) and hasattr(raw, "__dict__"):
         raw = {**vars(raw), **(getattr(raw, "model_extra", None) or {})}
+    if isinstance(raw, Mapping):
+        details = raw.get("prompt_tokens_details")
+        if details is not None and not isinstance(details, Mapping) and hasattr(details, "__dict__"):
+            details = vars(details)
+        if isinstance(details, Mapping):
+            raw = {**raw, "cached_tokens": details.get("cached_tokens")}
     return Usage.model_validate(raw)

@@ -5,8 +5,10 @@ and §5; the captured streams are tests/streams/claude-*.jsonl):
 
 - `system/init` gives session_id and model; `system/api_retry` one line per retry.
 - `assistant` events carry one content block each (text and tool_use of one reply arrive as separate
-  events) and only the message_start usage, so tokens are taken from `result.usage` alone, which is
-  summed over the run.
+  events) and only the message_start usage, repeated per block, so tokens are taken from
+  `result.usage`, which is summed over the run. Until that result arrives (and for a run killed
+  before it) the usage is the streamed turns', each message id counted once: input and cache
+  tokens exact, output tokens a lower bound.
 - A failed API call ends with a synthetic `assistant` event (`is_api_error_message`, model
   "<synthetic>") and a `result` whose `subtype` is still "success": `is_error` tells.
 - Limits: every 429 ends with `api_error_status: 429` on the result. An account usage limit (seen
@@ -33,6 +35,8 @@ class ClaudeStream:
         self._resets_at: datetime | None = None
         self._tool_names: dict[str, str] = {}
         self._result: dict | None = None
+        self._turns: dict[str, dict] = {}
+        """The usage of each assistant message, by message id (its blocks repeat it)."""
 
     def feed(self, event: dict) -> list[Step]:
         self._report.events += 1
@@ -59,6 +63,7 @@ class ClaudeStream:
         report.final_text = self._last_text
         result = self._result
         if result is None:
+            self._streamed_usage(report)
             # killed before the end: the last API error, if nothing came after it, is how it ended
             if self._api_error is not None:
                 report.is_error = True
@@ -72,6 +77,8 @@ class ClaudeStream:
             report.prompt_tokens = sum(int(usage.get(key) or 0) for key in (
                 "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
             report.completion_tokens = int(usage.get("output_tokens") or 0)
+            report.cached_tokens = int(usage.get("cache_read_input_tokens") or 0)
+            report.cache_write_tokens = int(usage.get("cache_creation_input_tokens") or 0)
         report.is_error = bool(result.get("is_error"))
         if report.is_error:
             report.error = _one_line(result.get("result") or result.get("terminal_reason") or "error")
@@ -79,6 +86,17 @@ class ClaudeStream:
         elif isinstance(result.get("result"), str):
             report.final_text = result["result"]
         return report
+
+    def _streamed_usage(self, report: AgentReport) -> None:
+        if not self._turns:
+            return
+        turns = self._turns.values()
+        report.cached_tokens = sum(_count(u, "cache_read_input_tokens") for u in turns)
+        report.cache_write_tokens = sum(_count(u, "cache_creation_input_tokens") for u in turns)
+        report.prompt_tokens = sum(_count(u, "input_tokens") for u in turns) + report.cached_tokens + \
+            report.cache_write_tokens
+        report.completion_tokens = sum(_count(u, "output_tokens") for u in turns)
+        report.turns = len(self._turns)
 
     def _limit_of(self, event: dict, message: str) -> Limit | None:
         if event.get("api_error_status") != 429 and event.get("api_error") != "usage_limit_reached":
@@ -104,6 +122,10 @@ class ClaudeStream:
                 self._resets_at = _from_unix(info.get("resetsAt")) or self._resets_at
             return [Step("error", cut(_text_of(event)))]
         self._api_error = None
+        message = event.get("message") or {}
+        if isinstance(message.get("id"), str) and isinstance(message.get("usage"), dict):
+            seen = self._turns.get(message["id"], {})
+            self._turns[message["id"]] = {k: max(_count(seen, k), _count(message["usage"], k)) for k in _USAGE_KEYS}
         steps = []
         for block in (event.get("message") or {}).get("content") or []:
             if block.get("type") == "text" and block.get("text", "").strip():
@@ -124,6 +146,14 @@ class ClaudeStream:
                     text = f"error: {text}"
                 steps.append(Step("tool_result", cut(text), self._tool_names.get(block.get("tool_use_id", ""))))
         return steps
+
+
+_USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
+def _count(usage: dict, key: str) -> int:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _text_of(event: dict) -> str:

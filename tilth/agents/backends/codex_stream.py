@@ -87,6 +87,10 @@ class CodexStream:
         report = self._report
         if "input_tokens" in usage:
             report.prompt_tokens = (report.prompt_tokens or 0) + int(usage["input_tokens"] or 0)
+        if "cached_input_tokens" in usage:
+            report.cached_tokens = (report.cached_tokens or 0) + int(usage["cached_input_tokens"] or 0)
+        if "cache_write_input_tokens" in usage:
+            report.cache_write_tokens = (report.cache_write_tokens or 0) + int(usage["cache_write_input_tokens"] or 0)
         if "output_tokens" in usage:
             report.completion_tokens = (report.completion_tokens or 0) + int(usage["output_tokens"] or 0)
 

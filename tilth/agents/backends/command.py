@@ -5,19 +5,23 @@ behind the session's sandbox: the worktree writable for the worker, read-only fo
 evaluator and the learner, the agent's own config directory writable, nothing else. Its
 stream becomes `agent_step` events as it runs and one `model_call` event at the end (tokens
 and cost from the agent's own report, else the price table), so status, the report and the
-spend cap count it. A run that crashes, exits non-zero or times out raises `AgentFailed` (a
-rejected iteration); one that ends on a usage limit raises `UsageLimited` (the session pauses).
+spend cap count it. Its usage is also read as it streams (Claude's turns, Codex's
+`turn.completed`, a `command` agent's usage lines): once that takes the session over its spend
+or token cap, the agent's process group is killed and the run counted as far as it got. A run
+that crashes, exits non-zero or times out raises `AgentFailed` (a rejected iteration); one that
+ends on a usage limit raises `UsageLimited` (the session pauses).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from tilth.agents.accounting import Meter, Usage, call_cost
+from tilth.agents.accounting import CapReached, Meter, Usage, call_cost
 from tilth.agents.backends.agent_process import Finished, run_agent
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader, cut
 from tilth.agents.backends.final_answer import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case,
@@ -70,19 +74,30 @@ class CliAgent:
         with tempfile.TemporaryDirectory(prefix="tilth-agent-") as scratch:
             prompt_file = Path(scratch) / "prompt.md"
             prompt_file.write_text(prompt)
-            spec = launch(self.name, role, self.settings, prompt_file, at.sandbox)
+            left = None if self.meter.spend_limit is None else self.meter.spend_limit - self.meter.cost_usd
+            spec = launch(self.name, role, self.settings, prompt_file, at.sandbox, left)
             wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
                             readable=[prompt_file] if spec.prompt_argument else [])
-            on_line = None if spec.reader is None else self._stepper(role, at, spec.reader)
+            on_line = None if spec.reader is None else self._stepper(role, at, spec.reader, spec.model)
+            timeout, walled = self.settings.agent_timeout_s, False
+            if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
+                timeout, walled = max(0.1, self.meter.wall_deadline - time.monotonic()), True
             try:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
-                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), self.settings.agent_timeout_s,
+                                 prompt_file if spec.stdin_is_prompt else Path(os.devnull), timeout,
                                  at.events.path.parent / "agents", stem, on_line, max_processes=at.sandbox.max_processes)
             except OSError as exc:
                 raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
-        report = spec.reader.report() if spec.reader is not None else spec.finish(done.stdout, done.stderr, done.exit_code)
-        if self.name != "command":
-            self._account(role, at, report, spec.model, done)
+        if walled and done.stopped == "timeout":
+            done = replace(done, stopped="max_wall_clock_s reached")
+        report = spec.finish(done.stdout, done.stderr, done.exit_code) if spec.finish is not None else \
+            spec.reader.report()
+        capped = None
+        if self.name != "command" or _reported_usage(report):
+            try:
+                self._account(role, at, report, spec.model, done)
+            except CapReached as exc:  # said after the run's own event
+                capped = exc
         text = report.final_text if report.final_text is not None else (done.stdout if spec.reader is None else "")
         failure = self._failure(report, done)
         answer = parse(text) if failure is None and report.limit is None else None
@@ -95,21 +110,42 @@ class CliAgent:
                        limit=None if report.limit is None else {
                            "message": report.limit.message,
                            "resets_at": report.limit.resets_at.isoformat() if report.limit.resets_at else None})
+        if capped is not None:
+            raise capped
+        if done.stopped == "max_wall_clock_s reached" and self.meter.check_caps is not None:
+            self.meter.check_caps(at.task_id)
         if report.limit is not None:
             raise UsageLimited(f"{self.name}: {report.limit.message}", report.limit.resets_at)
         if failure is not None:
             raise AgentFailed(failure)
         return answer, text
 
-    def _stepper(self, role: str, at: Where, reader: StreamReader) -> Callable[[dict], None]:
-        def on_line(event: dict) -> None:
+    def _stepper(self, role: str, at: Where, reader: StreamReader, model: str | None) -> Callable[[dict], str | None]:
+        """Each line's steps as events; a reason to kill the agent once the usage streamed so far
+        takes the session over its spend or token cap."""
+        watch = self.meter.spend_limit is not None or self.meter.token_limit is not None
+
+        def on_line(event: dict) -> str | None:
             for step in reader.feed(event):
                 at.events.emit("agent_step", at.task_id, at.iteration, role=role, agent=self.name, kind=step.kind,
                                name=step.name, text=step.text)
+            if not watch:
+                return None
+            usage, name = self._usage(reader.report(), model)
+            cap = self.meter.crossing(call_cost(self.settings, name, usage)[0], usage.tokens)
+            return None if cap is None else f"{cap} reached"
         return on_line
+
+    def _usage(self, report: AgentReport, model: str | None) -> tuple[Usage, str]:
+        usage = Usage.model_validate({"prompt_tokens": report.prompt_tokens, "completion_tokens": report.completion_tokens,
+                                      "cached_tokens": report.cached_tokens,
+                                      "cache_write_tokens": report.cache_write_tokens, "cost": report.cost_usd})
+        return usage, report.model or model or self.name
 
     def _failure(self, report: AgentReport, done: Finished) -> str | None:
         who = f"the {self.name} agent"
+        if done.stopped and done.stopped.startswith("max_"):
+            return f"{who} was stopped ({done.stopped}); it and every process it started were killed"
         if done.stopped:
             limit = f"{self.settings.agent_timeout_s:g} s" if done.stopped == "timeout" else "the output limit"
             return f"{who} was stopped ({done.stopped}, {limit}); it and every process it started were killed"
@@ -119,13 +155,16 @@ class CliAgent:
         return None
 
     def _account(self, role: str, at: Where, report: AgentReport, model: str | None, done: Finished) -> None:
-        usage = Usage.model_validate({"prompt_tokens": report.prompt_tokens, "completion_tokens": report.completion_tokens,
-                                      "cost": report.cost_usd})
-        name = report.model or model or self.name
+        usage, name = self._usage(report, model)
         cost, source = call_cost(self.settings, name, usage)
         reason = "usage_limit" if report.limit else "error" if report.is_error else done.stopped or "end"
         self.meter.record(at.events, ROLE_FOR_ACCOUNTING[role], name, at.task_id, at.iteration, usage, cost, source,
                           done.duration_ms, reason)
+
+
+def _reported_usage(report: AgentReport) -> bool:
+    """A `command` agent's run is counted when it printed a usage line."""
+    return any(value is not None for value in (report.prompt_tokens, report.completion_tokens, report.cost_usd))
 
 
 class CliWorker:

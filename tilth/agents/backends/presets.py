@@ -54,8 +54,9 @@ class Launch:
     writable: list[Path] = field(default_factory=list)
     """The agent's own config/auth directories, bound writable inside the sandbox."""
     reader: StreamReader | None = None
-    """Reads its JSON stdout live; None: plain output, read at the end by `finish`."""
+    """Reads its JSON stdout live (its steps and the usage so far); None: plain output."""
     finish: Callable[[str, str, int], AgentReport] | None = None
+    """Reads the whole output at the end, when set (aider, `command`); else the reader's report is the end."""
     model: str | None = None
     """The model named on its command line, for the price table when the agent reports no cost."""
     prompt_argument: bool = False
@@ -76,12 +77,17 @@ def binary(name: str, settings: Settings) -> str:
     return found
 
 
-def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinement: Confinement) -> Launch:
+def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinement: Confinement,
+           budget_usd: float | None = None) -> Launch:
+    """`budget_usd`: what is left under the spend cap, passed to an agent that has its own budget flag."""
     sandboxed = confinement.confined
     env = _environment(name, settings, confinement)
     home = confinement.agent_home
     if name == "claude":
-        return _claude(role, settings, env, sandboxed, home)
+        launched = _claude(role, settings, env, sandboxed, home)
+        if budget_usd is not None and "--max-budget-usd" not in launched.argv:
+            launched.argv[1:1] = ["--max-budget-usd", f"{max(budget_usd, 0.0):.6f}"]
+        return launched
     if name == "codex":
         return _codex(role, settings, env, sandboxed, home)
     if name == "aider":
@@ -146,8 +152,13 @@ def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, 
         argv += ["--sandbox", "workspace-write" if role == "worker" else "read-only"]
     user = shlex.split(settings.codex_args)
     directory = _config_dir(env, "CODEX_HOME", ".codex", home)
-    model = _flag(user, "-m") or _flag(user, "--model")
-    return Launch(argv + user + ["-"], env, [directory], CodexStream(), model=model)
+    return Launch(argv + user + ["-"], env, [directory], CodexStream(), model=codex_model(settings))
+
+
+def codex_model(settings: Settings) -> str | None:
+    """The model TILTH_CODEX_ARGS names (`-m`/`--model`): Codex reports tokens but no cost, so it is priced by name."""
+    user = shlex.split(settings.codex_args)
+    return _flag(user, "-m") or _flag(user, "--model")
 
 
 def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path, home: Path | None) -> Launch:
@@ -163,12 +174,11 @@ def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path
 
 def _command(role: str, settings: Settings, env: dict[str, str], prompt_file: Path) -> Launch:
     line = settings.evaluator_command if role == "evaluator" else settings.worker_command
+    from tilth.agents.backends.command_usage import CommandUsage
+
     argv = [part.replace("{prompt_file}", str(prompt_file)) for part in shlex.split(line or "")]
-    return Launch(argv, env, finish=_plain, prompt_argument=True)
-
-
-def _plain(stdout: str, stderr: str, exit_code: int) -> AgentReport:
-    return AgentReport(final_text=stdout, is_error=exit_code != 0)
+    usage = CommandUsage()
+    return Launch(argv, env, reader=usage, finish=usage.finish, prompt_argument=True)
 
 
 def _flag(args: list[str], name: str) -> str | None:

@@ -1,0 +1,139 @@
+"""What a model's tokens cost: `[prices.<model>]` in config.toml first, else the price library
+(pydantic's genai-prices, its bundled data only: nothing is fetched at run time, its auto-update is
+never started); and which configured models have no price at all.
+
+Token counts follow the OpenAI convention: `prompt` includes the `cached` (read from the provider's
+prompt cache) and `cache_write` tokens, each priced at its own rate; a config price without a
+`cached_prompt` or `cache_write` rate charges those at the prompt rate. genai-prices is imported
+only when a model is not in `[prices]`, so the read-only commands never load it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tilth.core.config import PRESETS, Price, Settings
+from tilth.core.errors import BadInput
+
+MILLION = 1_000_000
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One call's tokens as priced: prompt includes cached and cache_write."""
+
+    prompt: int = 0
+    completion: int = 0
+    cached: int = 0
+    cache_write: int = 0
+
+
+@dataclass(frozen=True)
+class Rates:
+    """USD per million tokens of each kind, and where they came from (`config` or `genai-prices`)."""
+
+    prompt: float
+    completion: float
+    cached_prompt: float
+    cache_write: float
+    source: str
+
+    def cost(self, tokens: Tokens) -> float:
+        cached = min(tokens.cached, tokens.prompt)
+        written = min(tokens.cache_write, tokens.prompt - cached)
+        fresh = tokens.prompt - cached - written
+        return (fresh * self.prompt + cached * self.cached_prompt + written * self.cache_write
+                + tokens.completion * self.completion) / MILLION
+
+
+def rates_for(settings: Settings, model: str, base_url: str | None = None) -> Rates | None:
+    """The model's rates: `[prices]` overrides the library; None when neither knows it."""
+    price: Price | None = settings.prices.get(model)
+    if price is not None:
+        return Rates(price.prompt, price.completion,
+                     price.prompt if price.cached_prompt is None else price.cached_prompt,
+                     price.prompt if price.cache_write is None else price.cache_write, "config")
+    return library_rates(model, PRESETS.get(base_url or "", base_url or "") or None)
+
+
+@lru_cache(maxsize=256)
+def library_rates(model: str, base_url: str | None = None) -> Rates | None:
+    """genai-prices' rates for the model (the provider found from the endpoint URL when it knows
+    it, else from the model name; an `org/model` name also as `model` at `org`)."""
+    if not model:
+        return None
+    import genai_prices  # imported here: its data module is large, and only a run that prices a call needs it
+
+    attempts: list[dict] = []
+    if base_url:
+        attempts.append({"provider_api_url": base_url})
+    attempts.append({})
+    if "/" in model:
+        org, _, name = model.partition("/")
+        attempts.append({"provider_id": org, "model": name})
+    for attempt in attempts:
+        ref = attempt.pop("model", model)
+        try:
+            per_million = {kind: float(genai_prices.calc_price(genai_prices.Usage(**usage), ref, **attempt).total_price)
+                           for kind, usage in _UNIT_USAGE.items()}
+        except (LookupError, ValueError):
+            continue
+        return Rates(per_million["prompt"], per_million["completion"], per_million["cached_prompt"],
+                     per_million["cache_write"], "genai-prices")
+    return None
+
+
+_UNIT_USAGE = {
+    "prompt": {"input_tokens": MILLION},
+    "completion": {"output_tokens": MILLION},
+    "cached_prompt": {"input_tokens": MILLION, "cache_read_tokens": MILLION},
+    "cache_write": {"input_tokens": MILLION, "cache_write_tokens": MILLION},
+}
+"""A million tokens of each kind, priced once per model (tiered prices: the first tier's rate)."""
+
+
+def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
+    """(model, endpoint, how to name it) of every model a session's agents will be charged for by
+    tokens. Claude Code and aider report their own cost; a `command` agent reports its usage lines
+    (with their `cost`, or a `model` priced here at run time)."""
+    found: list[tuple[str, str | None, str]] = []
+    roles = [("worker", settings.worker_backend)] + [("evaluator", name) for name in settings.evaluator_backends()]
+    for role, backend in roles:
+        if backend == "openai":
+            url, _, model = settings.endpoint(role)
+            if model:  # none set: `tilth start` asks for one first
+                found.append((model, url, f"TILTH_{role.upper()}_MODEL"))
+        elif backend == "codex":
+            from tilth.agents.backends.presets import codex_model
+
+            found.append((codex_model(settings) or "", None, "-m in TILTH_CODEX_ARGS"))
+    seen: set[str] = set()
+    return [entry for entry in found if not (entry[0] in seen or seen.add(entry[0]))]
+
+
+def unpriced(settings: Settings) -> list[tuple[str, str]]:
+    """(model, how it is named) of the configured models neither `[prices]` nor the library prices."""
+    return [(model, named) for model, url, named in configured_models(settings)
+            if not model or rates_for(settings, model, url) is None]
+
+
+def check_priced(settings: Settings) -> list[str]:
+    """Before a session is created: with a spend cap every configured model must have a price
+    (BadInput naming the first that has none and how to price it); without one, a line per
+    unpriced model saying its spend is unknown."""
+    missing = unpriced(settings)
+    if missing and settings.max_spend_usd is not None:
+        model, named = missing[0]
+        shown = f"model {model!r} ({named})" if model else f"the model {named} would name"
+        raise BadInput(f"max_spend_usd is set but {shown} has no price, so the cap could not count it: "
+                       f"{how_to_price(model, named)}, or unset max_spend_usd; nothing was created")
+    return [f"spend is unknown for model {model!r} ({named}): it has no price; {how_to_price(model, named)}"
+            if model else f"spend is unknown for the model {named} would name: name it and price it"
+            for model, named in missing]
+
+
+def how_to_price(model: str, named: str) -> str:
+    if not model:
+        return f"name the model ({named}) and price it in config.toml"
+    return f"add [prices.\"{model}\"] with prompt and completion (USD per million tokens) to config.toml"
