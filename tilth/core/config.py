@@ -199,7 +199,13 @@ class Settings(BaseModel):
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
-    """Commands run in the worktree before each evaluation; a failing one blocks acceptance."""
+    """Commands run in the worktree before each evaluation; a failing one blocks acceptance (unless it
+    already failed at the base commit for the same tests: docs/formats.md, "Proof of done")."""
+    verify_timeout_s: float = Field(300.0, gt=0)
+    """Seconds one acceptance criterion's `verify` command may run; past that it counts as failed."""
+    protected_paths: list[str] = Field(default_factory=list)
+    """Globs of paths an attempt may not touch (besides CI configuration: `.github/workflows/`,
+    `.gitlab-ci.yml`, `.ci/`), unless its task's `may_change` allows them (`protected_path`)."""
     max_spend_usd: float | None = Field(None, ge=0)
     """Stop the session (resumably) once its recorded model cost reaches this."""
     max_wall_clock_s: float | None = Field(None, gt=0)

@@ -1,5 +1,5 @@
-"""The session loop: pick the next pending task, iterate worker -> checks -> evaluator ->
-ledger until accepted, out of attempts or waiting for a person, end it as a commit, a FAILED
+"""The session loop: pick the next pending task, iterate worker -> the harness's own proof (diff
+inspection, checks, verify commands) -> evaluator -> ledger until accepted, out of attempts or waiting for a person, end it as a commit, a FAILED
 placeholder or a PARKED one."""
 
 from __future__ import annotations
@@ -11,19 +11,22 @@ from typing import Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.chat import ProviderError
-from tilth.agents.checks import enforce_change, enforce_checks, run_checks
+from tilth.agents.checks import enforce_change, enforce_checks, excused, run_checks
+from tilth.agents.guard import findings, guard_rejection
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob, \
     make_backend
 from tilth.agents.confinement import Confinement
 from tilth.agents.sandbox import resolve_mode
+from tilth.agents.verify import run_verifies, verify_rejection
 from tilth.core.clock import iso
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.core.travel import key_variable, with_session_view
-from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
+from tilth.git.gitops import check_readable, describe_diff, diff_changes, open_worktree, staged_diff
 from tilth.git.worktree_git import session_git_dir
+from tilth.run.baseline import ensure_baseline
 from tilth.run.confining import session_confinement
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import notifying
@@ -34,11 +37,13 @@ from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile, remember
 from tilth.run.stopflag import StopFlag
+from tilth.store.baseline import Baseline
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.inbox import take_unread
 from tilth.store.learnings import append_learnings
-from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, append_entry, read_entries, worker_question
+from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, VerifyResult, append_entry, read_entries, \
+    worker_question
 from tilth.store.lock import SessionLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret
@@ -82,6 +87,8 @@ class Run:
     hooks: Hooks
     paused_until: str | None = None
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
+    baseline: Baseline | None = None
+    """The checks and verify commands on the base commit (`run/baseline.py`)."""
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
@@ -155,8 +162,9 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     notifying.watch(paths, settings.notify, events, not settings.stop_on_failure)
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
+    baseline = ensure_baseline(paths, record, ws.repo, settings, events, sandbox)
     return Run(ws, backend, settings, stop, Caps(settings, meter, events), Sources(paths, ws.repo, settings, events),
-               sandbox, hooks)
+               sandbox, hooks, baseline=baseline)
 
 
 def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
@@ -272,8 +280,12 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     stage(ws, task, iteration)
     diff = staged_diff(ws.repo)
     summary = describe_diff(diff)
-    verdict = failed or (NO_CASE if case is None else
-                         evaluate(run, task, iteration, history, case, diff.patch or "", summary))
+    verifies: list[VerifyResult] = []
+    verdict = failed or (NO_CASE if case is None else None)
+    if verdict is None:
+        verdict = guard_rejection(findings(diff_changes(ws.repo, diff), settings.protected_paths, task.may_change))
+    if verdict is None:
+        verdict, verifies = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
     if (checked := no_second_park(ws.paths.dir, task.id, verdict)) is not verdict:
         ws.events.emit("question_repeated", task.id, iteration, asked_by=verdict.asked_by, question=verdict.question)
         verdict = checked
@@ -281,7 +293,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
         verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
     elif not verdict.category or verdict.category == "none":
         verdict = verdict.model_copy(update={"category": "evaluator_question"})
-    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
+    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict, verifies=verifies)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)
@@ -309,14 +321,20 @@ def worker_turn(run: Run, task: Task, iteration: int,
 
 
 def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,
-             summary: str) -> Verdict:
-    ws = run.ws
-    checks = run_checks(run.settings.checks + ws.record.checks, Path(ws.record.worktree), run.settings.tool_timeout,
-                        ws.events, task.id, iteration, run.sandbox, run.settings.script_runs_keep)
-    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
-    job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
+             summary: str) -> tuple[Verdict, list[VerifyResult]]:
+    """The checks and verify commands, then (unless a verify failed) the evaluator's verdict."""
+    ws, s = run.ws, run.settings
+    worktree = Path(ws.record.worktree)
+    checks = run_checks(s.checks + ws.record.checks, worktree, s.tool_timeout, ws.events, task.id, iteration,
+                        run.sandbox, s.script_runs_keep)
+    verifies = run_verifies(task, worktree, s.verify_timeout_s, ws.events, iteration, run.sandbox, s.script_runs_keep)
+    if (refused := verify_rejection(verifies)) is not None:
+        return refused, verifies
+    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks, verifies,
+                              [c.command for c in excused(checks, run.baseline)])
+    job = EvaluationJob(ws.record.id, task, iteration, worktree, prompt, case, diff, summary,
                         history, ws.events, checks, run.sandbox)
-    return enforce_checks(run.backend.evaluator.evaluate(job), checks)
+    return enforce_checks(run.backend.evaluator.evaluate(job), checks, run.baseline), verifies
 
 
 def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:

@@ -30,7 +30,7 @@ from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
 from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
-__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "blocked_by", "load_current_plan",
+__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "blocked_by", "load_current_plan",
            "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
 
 
@@ -44,6 +44,18 @@ def _not_blank(value: str) -> str:
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
 
 
+class Criterion(BaseModel):
+    """An acceptance criterion that carries a command: tilth runs `verify` itself (confined, in the
+    worktree, with a timeout) after each attempt; a non-zero exit rejects the attempt without
+    asking the evaluator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: NonEmpty
+    verify: NonEmpty | None = None
+    """A shell command that exits 0 when the criterion holds."""
+
+
 class Task(BaseModel):
     """One unit of work; ends as one commit (done) or one FAILED placeholder (failed)."""
 
@@ -53,7 +65,8 @@ class Task(BaseModel):
     """Unique in the plan; used in branch trailers and ledger file names."""
     title: NonEmpty
     description: str
-    acceptance_criteria: Annotated[list[NonEmpty], Field(min_length=1)]
+    acceptance_criteria: Annotated[list[NonEmpty | Criterion], Field(min_length=1)]
+    """Each a string (judged by the evaluator) or a `Criterion` with a `verify` command."""
     status: TaskStatus = TaskStatus.pending
     allow_empty: bool = False
     """The task may be accepted with no change to the files (e.g. a check that needs no edit);
@@ -61,6 +74,18 @@ class Task(BaseModel):
     depends_on: list[Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]] = Field(default_factory=list)
     """Ids of tasks of the same plan that must be done first; a failed one blocks this task. No task
     may depend on itself, on an unknown id, or on a cycle."""
+    may_change: list[NonEmpty] = Field(default_factory=list)
+    """Globs of paths this task may delete, empty, mark skipped or change although the harness would
+    otherwise reject it (`tests_weakened`, `protected_path`): e.g. `tests/old_*.py`."""
+
+    @property
+    def criteria(self) -> list[Criterion]:
+        """Every criterion as a `Criterion` (a plain string has no verify command)."""
+        return [c if isinstance(c, Criterion) else Criterion(text=c) for c in self.acceptance_criteria]
+
+    @property
+    def criterion_texts(self) -> list[str]:
+        return [c.text for c in self.criteria]
 
 
 _tasks_adapter = TypeAdapter(list[Task])

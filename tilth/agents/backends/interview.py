@@ -104,7 +104,8 @@ def task_label(task: object, index: int) -> str:
 
 def has_criteria(task: dict[str, Any]) -> bool:
     criteria = task.get("acceptance_criteria")
-    return isinstance(criteria, list) and any(isinstance(c, str) and c.strip() for c in criteria)
+    return isinstance(criteria, list) and any(
+        isinstance(c, str) and c.strip() or isinstance(c, dict) and str(c.get("text") or "").strip() for c in criteria)
 
 
 def tasks_without_criteria(tasks: list[object]) -> list[str]:
