@@ -205,7 +205,7 @@ class Settings(BaseModel):
     """Seconds one acceptance criterion's `verify` command may run; past that it counts as failed."""
     protected_paths: list[str] = Field(default_factory=list)
     """Globs of paths an attempt may not touch (besides CI configuration: `.github/workflows/`,
-    `.gitlab-ci.yml`, `.ci/`), unless its task's `may_change` allows them (`protected_path`)."""
+    `.gitlab-ci.yml`, `.ci/`), unless its task's `may_change` allows them (`protected_path`) (env: comma-separated)."""
     max_spend_usd: float | None = Field(None, ge=0)
     """Stop the session (resumably) once its recorded model cost reaches this."""
     max_wall_clock_s: float | None = Field(None, gt=0)
@@ -279,7 +279,7 @@ def env_name(field: str) -> str:
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify"):
+    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify", "protected_paths"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 

@@ -28,14 +28,41 @@ from tilth.git.gitops import open_worktree
 from tilth.git.worktree_git import session_git_dir
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
-from tilth.store.ledger import read_entries
-from tilth.store.prd import blocked_by, load_plan
+from tilth.store.baseline import load_baseline
+from tilth.store.ledger import VerifyResult, read_entries
+from tilth.store.prd import Criterion, blocked_by, load_plan
 from tilth.store.prd_peek import blocked_label
 from tilth.store.rollup import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
 from tilth.views.report import verdict_label
+
+
+@dataclass(frozen=True)
+class CriterionProof:
+    """One acceptance criterion and what proved it on the task's last attempt."""
+
+    text: str
+    command: str | None
+    """Its verify command; None when it rests on the evaluator's judgement alone."""
+    exit_code: int | None = None
+    ran: bool = False
+    """The command ran on the last attempt (False: not yet, or that attempt was refused before it)."""
+
+    @property
+    def mark(self) -> str:
+        if self.command is None:
+            return "·"
+        return ("✓" if self.exit_code == 0 else "✗") if self.ran else "?"
+
+    @property
+    def status(self) -> str:
+        if self.command is None:
+            return "no command: the evaluator's judgement"
+        if not self.ran:
+            return f"`{self.command}` not run on the last attempt"
+        return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +89,7 @@ class TaskTally:
     """The failed or parked tasks this pending one waits on (`depends_on`, directly or not): it cannot run."""
     blocked: str = ""
     """`blocked (T-1 failed)`, `blocked (T-2 parked)` when `blocked_by`."""
+    criteria: tuple[CriterionProof, ...] = ()
 
     @property
     def shown_outcome(self) -> str:
@@ -91,6 +119,8 @@ class SessionTally:
     """How many times a process ran the session (`session_started` events)."""
     reason: str | None = None
     """Why the session ended stopped or crashed (session.json); a failed one lists its failed tasks instead."""
+    failing_before: tuple[str, ...] = ()
+    """The checks that already failed on the base commit (`baseline.json`): `pytest -q` (exit 1)."""
 
     @property
     def done(self) -> int:
@@ -164,15 +194,33 @@ def _failure_reasons(paths: SessionPaths) -> dict[str, str]:
             if line.outcome.startswith("failed:")}
 
 
-def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, ...]]:
-    """Attempts, the last verdict's label, and the category of each rejection."""
+def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, ...], list[VerifyResult]]:
+    """Attempts, the last verdict's label, the category of each rejection, the last attempt's verifies."""
     entries = read_entries(paths.ledger_dir, task_id)
     if not entries:
-        return 0, "", ()
+        return 0, "", (), []
     v = entries[-1].verdict
     rejected = tuple(e.verdict.category if e.verdict.category not in ("", "none") else "unspecified"
                      for e in entries if not e.verdict.accepted and e.verdict.verdict != "needs_human")
-    return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected
+    return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected, entries[-1].verifies
+
+
+def _proofs(criteria: list[Criterion], verifies: list[VerifyResult]) -> tuple[CriterionProof, ...]:
+    ran = {(v.criterion, v.command): v for v in verifies}
+    return tuple(CriterionProof(c.text, c.verify, ran[key].exit_code if (key := (c.text, c.verify)) in ran else None,
+                                key in ran) for c in criteria)
+
+
+def _failing_before(paths: SessionPaths) -> tuple[str, ...]:
+    try:
+        baseline = load_baseline(paths.dir)
+    except BadInput:
+        return ()
+    if baseline is None:
+        return ()
+    return tuple(f"`{c.command}` ({'timed out' if c.exit_code is None else f'exit {c.exit_code}'}"
+                 + (f": {', '.join(c.failing_ids[:5])}" + (", ..." if len(c.failing_ids) > 5 else "")
+                    if c.failing_ids else "") + f" at {baseline.commit[:7]})" for c in baseline.failing_before)
 
 
 def _last_checks(events: list[dict[str, Any]], task_id: str, iteration: int) -> tuple[int, int] | None:
@@ -188,9 +236,11 @@ def tally(paths: SessionPaths) -> SessionTally:
     events = EventLog(paths.events).read()
     head, commits = _branch_commits(record, record.base_commit)
     try:
-        plan = [(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in load_plan(paths.prd)]
+        tasks_read = load_plan(paths.prd)
     except BadInput:
-        plan = []
+        tasks_read = []
+    plan = [(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in tasks_read]
+    criteria = {t.id: t.criteria for t in tasks_read}
     known = {tid for tid, _, _, _ in plan}
     plan += [(c.task_id, c.title, "", ()) for c in commits.values() if c.task_id not in known]
 
@@ -202,7 +252,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         outcome = ("parked" if commit.parked else "failed" if commit.failed else "done") if commit else status
         if commit and commit.parked and status in ("pending", "in_progress"):
             outcome = status  # answered: the task is being retried
-        iterations, verdict, rejections = _verdicts(paths, task_id)
+        iterations, verdict, rejections, verifies = _verdicts(paths, task_id)
         checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
@@ -214,6 +264,7 @@ def tally(paths: SessionPaths) -> SessionTally:
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
             tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, rejections=rejections, checks=checks,
             commit=commit.sha[:7] if commit else "", depends_on=depends_on,
+            criteria=_proofs(criteria.get(task_id, []), verifies),
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
     outcomes = {t.id: t.outcome for t in tasks}
@@ -227,6 +278,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
         reason=record.reason if record.state.value in ("stopped", "crashed", "paused") else None,
+        failing_before=_failing_before(paths),
     )
 
 
