@@ -233,3 +233,24 @@ def test_a_change_the_task_allows_passes(sandbox, tested_repo):
     result = sandbox.start("s1", plan, {"tasks": {"T-1": [step]}}, env=ONE_TRY)
     assert result.returncode == 0, result.stderr
     assert sandbox.statuses("s1") == {"T-1": "done"}
+
+
+# --- doctor -------------------------------------------------------------------------------
+
+def test_doctor_reads_the_baseline_and_the_verify_results_of_the_ledger(sandbox):
+    plan = [task("T-1", acceptance_criteria=[HELLO])]
+    result = sandbox.start("s1", plan, {"tasks": {"T-1": [{"write": {"hello.txt": "hello\n"}}]}},
+                           "--check", "false", "--check", "true")
+    assert result.returncode == 0, result.stderr  # `false` failed at base too: not blamed
+    assert sandbox.statuses("s1") == {"T-1": "done"}, result.stderr
+    healthy = sandbox.tilth("doctor", "s1")
+    assert "baseline.json: 2 check(s) on the base commit" in healthy.stdout
+    assert "1 failing before the session (not blamed on any task)" in healthy.stdout
+    ledger = sandbox.session_dir("s1") / "ledger" / "T-1.jsonl"
+    ledger.write_text(ledger.read_text().replace('"exit_code":0', '"exit_code":1'))
+    doubted = sandbox.tilth("doctor", "s1")
+    assert "T-1:" in doubted.stdout and "verify `grep -q hello hello.txt` (exit 1) failed, yet its commit" \
+        in doubted.stdout, doubted.stdout
+    (sandbox.session_dir("s1") / "baseline.json").write_text("{")
+    damaged = sandbox.tilth("doctor", "s1")
+    assert "baseline.json is damaged" in damaged.stdout, damaged.stdout

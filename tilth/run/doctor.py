@@ -22,6 +22,7 @@ from pathlib import Path
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit
 from tilth.git.gitops import GitError, open_repo
+from tilth.store.baseline import load_baseline
 from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import parse_object
@@ -89,6 +90,7 @@ def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
         return d
     check_runner(d, locked_by_us)
     check_journal(d)
+    check_baseline(d)
     repo = open_repo(d.record.repo)
     if repo is None:
         d.add(PERSON, f"the session's repository {d.record.repo} is gone or is not a git repository: restore it "
@@ -165,6 +167,19 @@ def torn_lines(raw: bytes, live: bool) -> list[int]:
         if row is None or not is_event(row):
             torn.append(i)
     return torn
+
+
+def check_baseline(d: Diagnosis) -> None:
+    """baseline.json (the checks and verify commands on the base commit) reads back, when there is one."""
+    try:
+        baseline = load_baseline(d.paths.dir)
+    except BadInput as exc:
+        d.add(PERSON, f"{exc}")
+        return
+    if baseline is not None:
+        failing = len(baseline.failing_before)
+        d.add(OK, f"baseline.json: {len(baseline.checks)} check(s) on the base commit {baseline.commit[:7]}, "
+                  f"{failing} failing before the session" + (" (not blamed on any task)" if failing else ""))
 
 
 def check_journal(d: Diagnosis) -> None:
