@@ -254,3 +254,38 @@ def test_doctor_reads_the_baseline_and_the_verify_results_of_the_ledger(sandbox)
     (sandbox.session_dir("s1") / "baseline.json").write_text("{")
     damaged = sandbox.tilth("doctor", "s1")
     assert "baseline.json is damaged" in damaged.stdout, damaged.stdout
+
+
+# --- the final review ---------------------------------------------------------------------
+
+REVIEW = {"verdict": {"verdict": "reject", "concern": "two findings",
+                      "evidence": ["a.txt and b.txt hold the same helper: keep one", "scripted/ is a leftover"]}}
+
+
+def test_the_final_reviews_findings_reach_the_report_and_the_pr_body(sandbox):
+    scenario = {"tasks": {"final-review": [REVIEW]}}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_FINAL_REVIEW": "true"})
+    assert result.returncode == 0, result.stderr
+    reviews = [e for e in sandbox.events("s1") if e["type"] == "final_review"]
+    assert len(reviews) == 1 and reviews[0]["data"]["findings"] == REVIEW["verdict"]["evidence"]
+    lines = "Final review of the whole diff (the evaluator, across every task):\n" \
+            "- a.txt and b.txt hold the same helper: keep one\n- scripted/ is a leftover\n"
+    assert lines in report(sandbox, "s1")
+    assert lines in pr_body(tally(session_paths("s1", sandbox.home)))
+    prompt = prompts(sandbox, "s1", "final_review", "final-review")[0]
+    assert "scripted/T-1.md" in prompt and "scripted/T-2.md" in prompt and "- T-2 (done): Task T-2" in prompt
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
+
+
+def test_the_final_review_is_off_by_setting_and_can_add_follow_up_tasks(sandbox):
+    scenario = {"tasks": {"final-review": [REVIEW]}}
+    off = sandbox.start("s1", [task("T-1")], scenario)
+    assert off.returncode == 0 and not [e for e in sandbox.events("s1") if e["type"] == "final_review"]
+    on = sandbox.start("s2", [task("T-1")], scenario, env={"TILTH_FINAL_REVIEW": "true",
+                                                          "TILTH_FINAL_REVIEW_TASKS": "true"})
+    assert on.returncode == 0, on.stderr
+    assert sandbox.statuses("s2") == {"T-1": "done", "REVIEW-1": "done", "REVIEW-2": "done"}
+    plan = {t["id"]: t for t in sandbox.plan("s2")}
+    assert "a.txt and b.txt hold the same helper" in plan["REVIEW-1"]["description"]
+    reviews = [e["data"] for e in sandbox.events("s2") if e["type"] == "final_review"]
+    assert [r["tasks_added"] for r in reviews] == [["REVIEW-1", "REVIEW-2"], []]  # follow-ups only once

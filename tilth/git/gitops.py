@@ -195,6 +195,11 @@ def diff_changes(repo: pygit2.Repository, diff: pygit2.Diff) -> list[FileChange]
     return changes
 
 
+def range_patch(repo: pygit2.Repository, base: str, head: str) -> str:
+    """The patch from `base` to `head` (the whole of a session's work)."""
+    return repo.diff(repo.get(base).peel(pygit2.Tree), repo.get(head).peel(pygit2.Tree)).patch or ""
+
+
 def ensure_head(repo: pygit2.Repository, branch: str) -> str | None:
     """Point the worktree's HEAD back at `refs/heads/<branch>` if something moved it (an
     unconfined agent can rewrite HEAD); returns what HEAD said before a repair, else None."""

@@ -31,6 +31,7 @@ from tilth.run.confining import session_confinement
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import notifying
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
+from tilth.run.final_review import review_session
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, stage
 from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
@@ -220,10 +221,15 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     try:
-        while (task := pick_next(run)) is not None:
-            lock.beat()
-            if run_task(run, task) == "failed" and run.settings.stop_on_failure:
-                break
+        while True:
+            while (task := pick_next(run)) is not None:
+                lock.beat()
+                if run_task(run, task) == "failed" and run.settings.stop_on_failure:
+                    break
+            else:
+                if review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
+                    continue  # its findings became follow-up tasks
+            break
     except Paused as paused:
         run.paused_until = paused.until
         return SessionState.paused, f"{paused.reason}; the supervisor resumes it at {paused.until}"

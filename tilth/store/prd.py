@@ -30,7 +30,7 @@ from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
 from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
-__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "blocked_by", "load_current_plan",
+__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "add_tasks", "blocked_by", "load_current_plan",
            "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
 
 
@@ -243,6 +243,27 @@ def _dump(raw: list) -> bytes:
         return orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n"
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson cannot write
         return json.dumps(raw, indent=2, ensure_ascii=False).encode() + b"\n"
+
+
+def add_tasks(path: Path, tasks: list[dict], prefix: str) -> list[str]:
+    """Append pending tasks (id, title, description, acceptance_criteria) to the plan, each given the
+    next free id `<prefix><n>`; the ids given. The whole plan is validated before it is written."""
+    with plan_lock(path):
+        data, _ = _read(path)
+        raw = json.loads(data)
+        taken = {item.get("id") for item in raw if isinstance(item, dict)}
+        ids, n = [], 1
+        for task in tasks:
+            while f"{prefix}{n}" in taken:
+                n += 1
+            ids.append(f"{prefix}{n}")
+            taken.add(ids[-1])
+            raw.append({"id": ids[-1], **task, "status": TaskStatus.pending.value})
+        out = _dump(raw)
+        parse_plan(out, str(path))
+        write_atomic(path, out)
+        _kept.pop(path, None)
+    return ids
 
 
 def set_status(path: Path, task_id: str, status: TaskStatus) -> None:

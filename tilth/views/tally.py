@@ -121,6 +121,9 @@ class SessionTally:
     """Why the session ended stopped or crashed (session.json); a failed one lists its failed tasks instead."""
     failing_before: tuple[str, ...] = ()
     """The checks that already failed on the base commit (`baseline.json`): `pytest -q` (exit 1)."""
+    final_review: tuple[str, ...] | None = None
+    """The last final review's findings (the evaluator over the whole diff); None when none ran."""
+    final_review_error: str = ""
 
     @property
     def done(self) -> int:
@@ -271,6 +274,7 @@ def tally(paths: SessionPaths) -> SessionTally:
     tasks = [replace(t, blocked_by=blocked[t.id], blocked=blocked_label(blocked[t.id], outcomes)) if t.id in blocked
              else t for t in tasks]
     total = Meter.from_events(calls)
+    review = next((e for e in reversed(events) if e.get("type") == "final_review"), None)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,
         head_commit=head, tasks=tasks, tokens=total.tokens, cost_usd=total.cost_usd,
@@ -279,6 +283,8 @@ def tally(paths: SessionPaths) -> SessionTally:
         runs=sum(e["type"] == "session_started" for e in events),
         reason=record.reason if record.state.value in ("stopped", "crashed", "paused") else None,
         failing_before=_failing_before(paths),
+        final_review=tuple(review["data"].get("findings") or ()) if review else None,
+        final_review_error=str(review["data"].get("error") or "") if review else "",
     )
 
 
