@@ -9,7 +9,7 @@ import os
 import sys
 
 from tilth.core import VERSION
-from tilth.cli import cmd_answer, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
+from tilth.cli import cmd_answer, cmd_calibrate, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.store.redaction import redact_text
@@ -303,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_answer.register(sub)
     cmd_plan.register(sub)
     cmd_prep.register(sub)
+    cmd_calibrate.register(sub)
     cmd_review.register(sub)
     cmd_daemon.register(sub)
     cmd_digest.register(sub)

@@ -195,6 +195,27 @@ def diff_changes(repo: pygit2.Repository, diff: pygit2.Diff) -> list[FileChange]
     return changes
 
 
+def scratch_repo(path: Path, files: dict[str, str]) -> pygit2.Repository:
+    """A new repository at `path` whose one commit holds `files` (for `tilth calibrate`'s fixtures)."""
+    repo = pygit2.init_repository(str(path), initial_head="main")
+    write_files(path, files)
+    stage_all(repo)
+    who = pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+    repo.create_commit("HEAD", who, who, "base", repo.index.write_tree(), [])
+    return repo
+
+
+def write_files(root: Path, files: dict[str, str | None]) -> None:
+    """Write each file under `root` (None deletes it)."""
+    for name, text in files.items():
+        target = root / name
+        if text is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+
+
 def range_patch(repo: pygit2.Repository, base: str, head: str) -> str:
     """The patch from `base` to `head` (the whole of a session's work)."""
     return repo.diff(repo.get(base).peel(pygit2.Tree), repo.get(head).peel(pygit2.Tree)).patch or ""
