@@ -21,8 +21,8 @@ from tilth.store.prd import TaskStatus, load_current_plan
 from tilth.store.session import SessionRecord
 
 document({"baseline_recorded": "the checks and verify commands ran once on the base commit (baseline.json); "
-                               "data: commit, checks (command, exit_code, failing_ids), verifies (task, criterion, "
-                               "command, exit_code)",
+                               "data: commit, checks (command, exit_code, failing_ids, run_id), verifies (task, "
+                               "criterion, command, exit_code, run_id)",
           "baseline_skipped": "no baseline could be recorded (the branch already moved past the base commit, or "
                               "the worktree has changes); every failing check blocks; data: reason"})
 
@@ -50,11 +50,11 @@ def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Rep
                 if (found := run_verifies(t, worktree, settings.verify_timeout_s, events, None, sandbox,
                                           settings.script_runs_keep, emit=False))}
     baseline = Baseline(commit=record.base_commit, verifies=verifies,
-                        checks=[BaselineCheck(command=c.command, exit_code=c.exit_code, failing_ids=c.failing_ids)
-                                for c in ran])
+                        checks=[BaselineCheck(command=c.command, exit_code=c.exit_code, failing_ids=c.failing_ids,
+                                                  run_id=c.run_id) for c in ran])
     save_baseline(paths.dir, baseline)
     events.emit("baseline_recorded", commit=baseline.commit,
                 checks=[c.model_dump(mode="json") for c in baseline.checks],
-                verifies=[{"task": task_id, "criterion": v.criterion, "command": v.command, "exit_code": v.exit_code}
-                          for task_id, results in verifies.items() for v in results])
+                verifies=[{"task": task_id, "criterion": v.criterion, "command": v.command, "exit_code": v.exit_code,
+                           "run_id": v.run_id} for task_id, results in verifies.items() for v in results])
     return baseline

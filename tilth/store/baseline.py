@@ -23,6 +23,8 @@ class BaselineCheck(BaseModel):
     """None when the command timed out."""
     failing_ids: list[str] | None = None
     """The failing test ids read from its output (pytest's summary lines); None when not parseable."""
+    run_id: str | None = None
+    """Its script artifact under the session's `runs/`, when one was written."""
 
     @property
     def passed(self) -> bool:
