@@ -42,7 +42,9 @@ SYSTEM = (
     "decide sensibly and say so in scope_notes. Finish by calling submit_plan with: tasks in the order they "
     "should be done, each one commit's worth of work, with a specific description (files, functions, commands) "
     "and acceptance criteria that are concrete and checkable (a command to run and what it must print, a "
-    "behaviour a test asserts, a file and what it must contain); tldr, the plan in two to four sentences; "
+    "behaviour a test asserts, a file and what it must contain); where a command the repository already "
+    "supports proves a criterion (its test runner on a named test, a script, a grep), give that criterion as "
+    "{\"text\": ..., \"verify\": \"<shell command that exits 0 when it holds>\"}: tilth runs it itself; tldr, the plan in two to four sentences; "
     "scope_notes (what is in and out of scope, assumptions made); blockers (what may stop the work); "
     "open_questions (what is still undecided)."
 )
@@ -132,6 +134,10 @@ def normalise_tasks(raw: object) -> list[dict[str, Any]]:
             task["id"] = f"T-{index + 1:03d}"
         if isinstance(task.get("acceptance_criteria"), str):
             task["acceptance_criteria"] = [task["acceptance_criteria"]]
+        if isinstance(task.get("acceptance_criteria"), list):  # a criterion object with no command is its text
+            task["acceptance_criteria"] = [
+                c["text"] if isinstance(c, dict) and set(c) <= {"text", "verify"} and isinstance(c.get("text"), str)
+                and not str(c.get("verify") or "").strip() else c for c in task["acceptance_criteria"]]
         task.setdefault("description", "")
         task["status"] = "pending"
         tasks.append(task)
