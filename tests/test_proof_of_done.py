@@ -53,6 +53,8 @@ def test_a_failing_verify_rejects_before_the_evaluator_and_the_next_prompt_names
     assert "verify_failed" in retry and "criterion 'hello.txt says hello': `grep -q hello hello.txt` exit 1" in retry
     runs = [e for e in sandbox.events("s1") if e["type"] == "verifies_run"]
     assert [r["data"]["results"][0]["exit_code"] for r in runs] == [1, 0]
+    transcript = (sandbox.session_dir("s1") / "transcript.md").read_text()
+    assert "hello.txt says hello: `grep -q hello hello.txt` exit 1" in transcript
     assert sandbox.statuses("s1") == {"T-1": "done"}
 
 

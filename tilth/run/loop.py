@@ -1,6 +1,7 @@
 """The session loop: pick the next pending task, iterate worker -> the harness's own proof (diff
-inspection, checks, verify commands) -> evaluator -> ledger until accepted, out of attempts or waiting for a person, end it as a commit, a FAILED
-placeholder or a PARKED one."""
+inspection, checks, verify commands) -> evaluator -> ledger until accepted, out of attempts or
+waiting for a person, end it as a commit, a FAILED placeholder or a PARKED one; then the final
+review."""
 
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
 from tilth.store.prd_peek import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
-__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "add_tasks", "blocked_by", "load_current_plan",
-           "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
+__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "add_tasks", "blocked_by",
+           "load_current_plan", "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
 
 
 def _not_blank(value: str) -> str:
