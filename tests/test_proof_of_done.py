@@ -96,9 +96,9 @@ def test_a_verify_past_its_timeout_fails(sandbox):
 # --- the plan -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("criterion, said", [
-    ({"text": "x", "verify": "  "}, "field acceptance_criteria.0"),
-    ({"text": "x", "verify": "true", "verfiy": "typo"}, "field acceptance_criteria.0"),
-    ({"verify": "true"}, "field acceptance_criteria.0"),
+    ({"text": "x", "verify": "  "}, "field acceptance_criteria.0.verify: String should have at least 1 character"),
+    ({"text": "x", "verify": "true", "verfiy": "typo"}, "field acceptance_criteria.0.verfiy: Extra inputs are not "),
+    ({"verify": "true"}, "field acceptance_criteria.0.text: Field required"),
 ])
 def test_plan_check_refuses_a_malformed_criterion(sandbox, criterion, said):
     path = sandbox.write_json("prd.json", [task("T-1", acceptance_criteria=[criterion])])

@@ -21,10 +21,11 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Iterator
+from typing import Annotated, Iterator, Union
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, TypeAdapter,
+                      ValidationError)
 
 from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import write_atomic
@@ -56,6 +57,12 @@ class Criterion(BaseModel):
     """A shell command that exits 0 when the criterion holds."""
 
 
+_TAGS = ("string-criterion", "object-criterion")
+AnyCriterion = Annotated[Union[Annotated[NonEmpty, Tag(_TAGS[0])], Annotated[Criterion, Tag(_TAGS[1])]],
+                         Discriminator(lambda v: _TAGS[1] if isinstance(v, (dict, Criterion)) else _TAGS[0])]
+"""A string, or an object read as `Criterion` (so its error names its own field, not the string's)."""
+
+
 class Task(BaseModel):
     """One unit of work; ends as one commit (done) or one FAILED placeholder (failed)."""
 
@@ -65,7 +72,7 @@ class Task(BaseModel):
     """Unique in the plan; used in branch trailers and ledger file names."""
     title: NonEmpty
     description: str
-    acceptance_criteria: Annotated[list[NonEmpty | Criterion], Field(min_length=1)]
+    acceptance_criteria: Annotated[list[AnyCriterion], Field(min_length=1)]
     """Each a string (judged by the evaluator) or a `Criterion` with a `verify` command."""
     status: TaskStatus = TaskStatus.pending
     allow_empty: bool = False
@@ -99,7 +106,7 @@ def _describe(error: dict, raw: object) -> str:
         item = raw[index] if isinstance(raw, list) and index < len(raw) else None
         task_id = item.get("id") if isinstance(item, dict) else None
         where = f"task {task_id!r} (#{index + 1})" if task_id else f"task #{index + 1}"
-    field = ".".join(str(part) for part in loc) or "(the task itself)"
+    field = ".".join(str(part) for part in loc if part not in _TAGS) or "(the task itself)"
     return f"{where}, field {field}: {error['msg']}"
 
 
