@@ -129,6 +129,12 @@ def test_import_maps_ralphs_verification_commands_onto_verify(sandbox):
     assert json.loads(result.stdout)[0]["acceptance_criteria"] == [
         "Typecheck passes", {"text": "`npm test` exits 0", "verify": "npm test"},
         {"text": "`npx tsc --noEmit` exits 0", "verify": "npx tsc --noEmit"}]
+    checklist = sandbox.root / "todo.md"
+    checklist.write_text("- [ ] Add it\n  - it builds (verify: `make build`)\n  - it looks nice\n")
+    converted = sandbox.tilth("import", str(checklist))
+    assert converted.returncode == 0, converted.stderr
+    assert json.loads(converted.stdout)[0]["acceptance_criteria"] == [
+        {"text": "it builds", "verify": "make build"}, "it looks nice"]
     bad = sandbox.write_json("bad.json", {"userStories": [
         {"id": "US-1", "title": "t", "acceptanceCriteria": ["a"], "verificationCommands": [3]}]})
     refused = sandbox.tilth("import", str(bad))
