@@ -22,10 +22,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    cal = sub.add_parser("calibrate", help="measure the evaluator: false accepts and rejects over shipped fixtures",
-                         description="Run the configured evaluator over the fixtures shipped with tilth (small "
-                                     "tasks, each with a correct change and a subtly wrong one) and print its "
-                                     "false-accept and false-reject rates, cost and time per verdict.")
+    said = "measure the evaluator: false accepts and rejects over shipped fixtures"
+    cal = sub.add_parser("calibrate", help=said,
+                         description=f"{said}. The configured evaluator judges the fixtures shipped with tilth "
+                                     "(small tasks, each with a correct change and a subtly wrong one); printed: "
+                                     "its false-accept and false-reject rates, cost and time per verdict.")
     cal.add_argument("--backend", help="agent backend; `scripted` replays a scenario (tests/demo, no model)")
     cal.add_argument("--scenario", help="scenario file for the scripted backend (fixture id -> [verdict on the "
                                         "correct change, verdict on the wrong one])")
