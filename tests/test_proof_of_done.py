@@ -297,3 +297,62 @@ def test_the_final_review_is_off_by_setting_and_can_add_follow_up_tasks(sandbox)
     assert "a.txt and b.txt hold the same helper" in plan["REVIEW-1"]["description"]
     reviews = [e["data"] for e in sandbox.events("s2") if e["type"] == "final_review"]
     assert [r["tasks_added"] for r in reviews] == [["REVIEW-1", "REVIEW-2"], []]  # follow-ups only once
+
+
+# --- the rules themselves, in process -----------------------------------------------------
+
+def change(path, status="modified", old_path=None, emptied=False, added=()):
+    from tilth.git.gitops import FileChange
+
+    return FileChange(path, status, old_path or path, emptied, tuple(added))
+
+
+def test_the_guards_rules_name_each_path_and_what_was_done_to_it():
+    from tilth.agents.guard import findings, guard_rejection
+
+    found = findings([
+        change("tests/test_a.py", "deleted"),
+        change("src/b_test.go", emptied=True),
+        change("tests/helpers/test_c.py", "renamed", old_path="tests/test_c.py"),
+        change("lib/c.py", "renamed", old_path="tests/test_e.py"),
+        change("web/app.spec.ts", added=["  it.skip('works', () => {})"]),
+        change("conftest.py", added=["pytest.skip('later')"]),
+        change("README.md", added=["Use @pytest.mark.skip to skip a test."]),   # prose: fine
+        change("src/core.py", added=["x = 1"]),
+        change(".gitlab-ci.yml"), change(".ci/run"), change("infra/main.tf", "added"),
+        change("docs/old.md", "deleted"),
+    ], protected=["infra/*.tf"], may_change=[])
+    assert found == {  # a test renamed to another test's name, prose and other code are fine
+        "tests_weakened": ["tests/test_a.py (deleted)", "src/b_test.go (emptied)",
+                           "tests/test_e.py (renamed to lib/c.py)", "web/app.spec.ts (adds it.skip)",
+                           "conftest.py (adds pytest.skip)"],
+        "protected_path": [".gitlab-ci.yml (modified)", ".ci/run (modified)", "infra/main.tf (added)"]}
+    verdict = guard_rejection(found)
+    assert verdict.category == "tests_weakened" and "infra/main.tf (added)" in verdict.evidence
+    assert guard_rejection({"protected_path": ["x (added)"]}).category == "protected_path"
+    assert guard_rejection({}) is None
+    allowed = findings([change("tests/test_a.py", "deleted"), change(".ci/run")], [], ["tests/*", ".ci/"])
+    assert allowed == {}
+
+
+def test_failing_ids_are_read_from_pytests_summary_only():
+    from tilth.agents.checks import CheckResult, failing_ids, new_failures
+    from tilth.store.baseline import Baseline, BaselineCheck
+
+    out = ("FAILED early noise\n=== short test summary info ===\nPASSED tests/t.py::ok\n"
+           "FAILED tests/t.py::a - assert 1 == 2\nERROR tests/u.py::b\n=== 2 failed ===\n")
+    assert failing_ids(out, 1) == ["tests/t.py::a", "tests/u.py::b"]
+    assert failing_ids("FAILED tests/t.py::a\n", 1) is None  # no summary heading: not parseable
+    assert failing_ids(out, 0) == []
+    base = Baseline(commit="0" * 40, checks=[BaselineCheck(command="pytest", exit_code=1, failing_ids=["tests/t.py::a"]),
+                                             BaselineCheck(command="lint", exit_code=0, failing_ids=[])])
+
+    def now(command, ids, code=1):
+        return CheckResult(command=command, exit_code=code, output_tail="", failing_ids=ids)
+
+    assert new_failures(now("pytest", ["tests/t.py::a"]), base) is None
+    assert new_failures(now("pytest", ["tests/t.py::a", "tests/v.py::c"]), base) == ["tests/v.py::c"]
+    assert new_failures(now("pytest", None), base) is None          # failing before and after, not comparable
+    assert new_failures(now("lint", None), base) == []               # passed before: blamed
+    assert new_failures(now("other", ["x"]), base) == ["x"]          # no baseline for it: blamed
+    assert new_failures(now("pytest", ["tests/t.py::a"]), None) == ["tests/t.py::a"]

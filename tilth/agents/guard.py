@@ -63,7 +63,8 @@ def findings(changes: list[Any], protected: Iterable[str], may_change: Iterable[
             found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (emptied)")
         if change.path.endswith(_PROSE):
             continue
-        markers = sorted({m.group(0).strip() for line in change.added_lines if (m := _SKIP_MARKER.search(line))})
+        markers = sorted({m.group(0).rstrip("( \t") for line in change.added_lines
+                          if (m := _SKIP_MARKER.search(line))})
         if markers:
             found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (adds {', '.join(markers)})")
     return found
