@@ -77,6 +77,15 @@ def test_report_and_pr_body_list_each_criterion_with_its_command_and_exit_status
     assert "\n".join(lines) in pr_body(tally(session_paths("s1", sandbox.home)))
 
 
+def test_a_verify_that_already_passed_at_base_is_marked_as_proving_nothing_new(sandbox):
+    plan = [task("T-1", acceptance_criteria=[{"text": "README.md exists", "verify": "test -f README.md"}])]
+    assert sandbox.start("s1", plan, None).returncode == 0
+    baseline = json.loads((sandbox.session_dir("s1") / "baseline.json").read_text())
+    assert baseline["verifies"]["T-1"][0]["exit_code"] == 0
+    assert ("  - ✓ README.md exists: `test -f README.md` exit 0 (it exited 0 on the base commit too: it proves "
+            "nothing new)") in report(sandbox, "s1")
+
+
 def test_a_verify_runs_confined_like_the_workers_commands(sandbox):
     """The verify command sees the agent's environment, not the host's: a host variable is absent."""
     plan = [task("T-1", acceptance_criteria=[{"text": "no host secret", "verify": 'test -z "$HOST_ONLY_SECRET"'}])]

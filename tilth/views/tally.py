@@ -28,7 +28,7 @@ from tilth.git.gitops import open_worktree
 from tilth.git.worktree_git import session_git_dir
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
-from tilth.store.baseline import load_baseline
+from tilth.store.baseline import Baseline, load_baseline
 from tilth.store.ledger import VerifyResult, read_entries
 from tilth.store.prd import Criterion, blocked_by, load_plan
 from tilth.store.prd_peek import blocked_label
@@ -49,6 +49,8 @@ class CriterionProof:
     exit_code: int | None = None
     ran: bool = False
     """The command ran on the last attempt (False: not yet, or that attempt was refused before it)."""
+    passed_at_base: bool = False
+    """It also exited 0 on the base commit, before any task: its pass proves nothing this session did."""
 
     @property
     def mark(self) -> str:
@@ -62,7 +64,8 @@ class CriterionProof:
             return "no command: the evaluator's judgement"
         if not self.ran:
             return f"`{self.command}` not run on the last attempt"
-        return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}")
+        return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}") + (
+            " (it exited 0 on the base commit too: it proves nothing new)" if self.passed_at_base else "")
 
 
 @dataclass(frozen=True)
@@ -208,17 +211,22 @@ def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, .
     return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected, entries[-1].verifies
 
 
-def _proofs(criteria: list[Criterion], verifies: list[VerifyResult]) -> tuple[CriterionProof, ...]:
+def _proofs(criteria: list[Criterion], verifies: list[VerifyResult],
+            at_base: list[VerifyResult]) -> tuple[CriterionProof, ...]:
     ran = {(v.criterion, v.command): v for v in verifies}
+    passed_before = {(v.criterion, v.command) for v in at_base if v.passed}
     return tuple(CriterionProof(c.text, c.verify, ran[key].exit_code if (key := (c.text, c.verify)) in ran else None,
-                                key in ran) for c in criteria)
+                                key in ran, key in passed_before) for c in criteria)
 
 
-def _failing_before(paths: SessionPaths) -> tuple[str, ...]:
+def _baseline(paths: SessionPaths) -> Baseline | None:
     try:
-        baseline = load_baseline(paths.dir)
+        return load_baseline(paths.dir)
     except BadInput:
-        return ()
+        return None
+
+
+def _failing_before(baseline: Baseline | None) -> tuple[str, ...]:
     if baseline is None:
         return ()
     return tuple(f"`{c.command}` ({'timed out' if c.exit_code is None else f'exit {c.exit_code}'}"
@@ -249,6 +257,7 @@ def tally(paths: SessionPaths) -> SessionTally:
 
     calls = [e for e in events if e.get("type") == "model_call"]
     reasons = _failure_reasons(paths)
+    baseline = _baseline(paths)
     tasks = []
     for task_id, title, status, depends_on in plan:
         commit = commits.get(task_id)
@@ -267,7 +276,8 @@ def tally(paths: SessionPaths) -> SessionTally:
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
             tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, rejections=rejections, checks=checks,
             commit=commit.sha[:7] if commit else "", depends_on=depends_on,
-            criteria=_proofs(criteria.get(task_id, []), verifies),
+            criteria=_proofs(criteria.get(task_id, []), verifies,
+                             baseline.verifies.get(task_id, []) if baseline is not None else []),
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
     outcomes = {t.id: t.outcome for t in tasks}
@@ -282,7 +292,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
         reason=record.reason if record.state.value in ("stopped", "crashed", "paused") else None,
-        failing_before=_failing_before(paths),
+        failing_before=_failing_before(baseline),
         final_review=tuple(review["data"].get("findings") or ()) if review else None,
         final_review_error=str(review["data"].get("error") or "") if review else "",
     )
