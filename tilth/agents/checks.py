@@ -96,9 +96,12 @@ def enforce_checks(verdict: Verdict, checks: list[CheckResult], baseline: Baseli
     failing = [(c, new) for c in checks if not c.passed and (new := new_failures(c, baseline)) is not None]
     if not verdict.accepted or not failing:
         return verdict
-    names = ", ".join(f"`{c.command}` ({'exit ' + str(c.exit_code) if c.exit_code is not None else 'timeout'}"
-                      + (f"; newly failing: {', '.join(new[:10])}" if new and baseline and baseline.check(c.command)
-                         and not baseline.check(c.command).passed else "") + ")" for c, new in failing)
+    def named(check: CheckResult, new: list[str]) -> str:
+        before = baseline.check(check.command) if baseline is not None else None
+        regressed = f"; newly failing: {', '.join(new[:10])}" if new and before is not None and not before.passed else ""
+        return f"`{check.command}` ({'timeout' if check.exit_code is None else f'exit {check.exit_code}'}{regressed})"
+
+    names = ", ".join(named(c, new) for c, new in failing)
     return Verdict(verdict="reject", category="check_failed",
                    concern=f"The evaluator accepted, but required checks failed: {names}.",
                    evidence=[c.output_tail[-500:] for c, _ in failing],
