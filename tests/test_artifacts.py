@@ -55,6 +55,13 @@ def memory_lines(home: Path) -> tuple[list[str], list[str]]:
 LOUD = f"echo {MODEL_KEY}; seq 1 3000; echo warn-line >&2"
 
 
+def baseline_ids(events: list[dict]) -> list[str]:
+    """The check runs of the baseline at the base commit (one `baseline_recorded` per session)."""
+    recorded = [e for e in events if e["type"] == "baseline_recorded"]
+    assert len(recorded) == 1
+    return [c["run_id"] for c in recorded[0]["data"]["checks"]]
+
+
 @pytest.mark.slow
 def test_bash_and_check_runs_leave_whole_redacted_artifacts(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[call("bash", command=LOUD), call("bash", command="exit 3")]),
@@ -75,6 +82,7 @@ def test_bash_and_check_runs_leave_whole_redacted_artifacts(sandbox, fake, model
     bash_ids = [e["data"]["run_id"] for e in events if e["type"] == "tool_call" and e["data"]["name"] == "bash"]
     check_ids = [r["run_id"] for e in events if e["type"] == "checks_run" for r in e["data"]["results"]]
     assert len(bash_ids) == 2 and len(check_ids) == 2
+    check_ids += baseline_ids(events)  # the check ran once more, on the base commit
     assert all("run_id" not in e["data"] for e in events if e["type"] == "tool_call" and e["data"]["name"] != "bash")
     dirs = {p.name: p for p in run_dirs(sandbox, "s1")}
     assert set(dirs) == {f"run-{i}" for i in bash_ids + check_ids}
@@ -224,7 +232,8 @@ def test_kill_9_then_resume_keeps_artifacts_and_memory_consistent(sandbox):
     restored = [e for e in sandbox.events("s1") if e["type"] == "memory_restored"]
     assert [(e["task"], e["data"]["written"]) for e in restored] == [("T-2", True)]
     ids = [r["run_id"] for e in sandbox.events("s1") if e["type"] == "checks_run" for r in e["data"]["results"]]
-    assert [p.name for p in run_dirs(sandbox, "s1")] == sorted(f"run-{i}" for i in ids) and len(ids) == 3
+    ids += baseline_ids(sandbox.events("s1"))  # once, on the base commit: not again on resume
+    assert [p.name for p in run_dirs(sandbox, "s1")] == sorted(f"run-{i}" for i in ids) and len(ids) == 4
     for run in run_dirs(sandbox, "s1"):
         check_run_dir(run)
     assert not list((sandbox.session_dir("s1") / "runs").glob(".run-*"))

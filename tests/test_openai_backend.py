@@ -160,13 +160,14 @@ def test_a_failing_check_can_never_be_accepted(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[WRITE]), reply(tool_calls=[case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
     env = {**model_env, "TILTH_MAX_ITERATIONS_PER_TASK": "1"}
-    result = start(sandbox, env, None, "--check", "test -f hello.py", "--check", "echo boom; exit 7")
+    # the second check passes on the base commit and fails once hello.py exists: a regression
+    result = start(sandbox, env, None, "--check", "test -f hello.py", "--check", "echo boom; test ! -f hello.py || exit 7")
     assert result.returncode == 1
     entry = sandbox.ledger("s1", "T-1")[0]
     assert entry["verdict"]["verdict"] == "reject" and entry["verdict"]["category"] == "check_failed"
     assert "exit 7" in entry["verdict"]["concern"]
     prompt = first_user(bodies(fake, "evaluator")[0])
-    assert "$ test -f hello.py  -> exit code 0" in prompt and "$ echo boom; exit 7  -> exit code 7" in prompt
+    assert "$ test -f hello.py  -> exit code 0" in prompt and "$ echo boom; test ! -f hello.py || exit 7  -> exit code 7\n" in prompt
     assert "boom" in prompt
     assert sandbox.commits("s1")[0]["outcome"] == "failed"
 

@@ -326,3 +326,22 @@ def test_vague_criteria_are_sent_back_once_then_kept_if_the_model_insists(sandbo
     sent_back = tool_results(fake)[0]
     assert sent_back.startswith("not yet accepted, the plan has warnings:") and "T-001: criterion 1 is vague" in sent_back
     assert parse_plan((out / "prd.json").read_bytes(), "prd.json")[0].acceptance_criteria == ["The code is good"]
+
+
+def test_the_interview_asks_for_verify_commands_and_keeps_the_ones_proposed(sandbox, fake, model_env):
+    out = project(sandbox)
+    proved = {"text": "`python app.py --json` prints JSON", "verify": "python app.py --json | grep -q greeting"}
+    tasks = [{**TASKS[0], "acceptance_criteria": [proved, {"text": "no command given", "verify": " "}]}]
+    script(fake, submit=call("submit_plan", tasks=tasks, tldr="Add --json."))
+    result = prep(sandbox, model_env, "--out", str(out), "--no-questions", "add JSON output")
+    assert result.returncode == 0, result.stderr
+    first = fake.posts("/v1/chat/completions")[0]["body"]
+    assert '"verify"' in first["messages"][0]["content"]
+    schema = next(t for t in first["tools"] if t["function"]["name"] == "submit_plan")["function"]["parameters"]
+    assert schema["properties"]["tasks"]["items"]["properties"]["acceptance_criteria"]["items"]["anyOf"][1][
+        "required"] == ["text", "verify"]
+    plan = parse_plan((out / "prd.json").read_bytes(), "prd.json")
+    assert [(c.text, c.verify) for c in plan[0].criteria] == [
+        (proved["text"], proved["verify"]), ("no command given", None)]
+    assert "- `python app.py --json` prints JSON (verify: `python app.py --json | grep -q greeting`)" in \
+        (out / "interview.md").read_text()

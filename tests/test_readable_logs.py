@@ -43,7 +43,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
                 "TILTH_SECRET_PATTERNS": "TOKEN-[0-9]{6}"})
     result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd",
                            str(sandbox.write_json("p.json", [task("T-1")])), "--id", "s1", "--foreground",
-                           "--check", "true", "--check", "exit 3", env=env)
+                           "--check", "true", "--check", "test ! -f hello.py || exit 3", env=env)
     assert result.returncode == 1, result.stdout + result.stderr
 
     logs = sandbox.tilth("logs", "s1")
@@ -54,7 +54,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
     assert blocked in lines
     assert "[T-1 #1] write_file hello.py" in lines and "[T-1 #1] read_file hello.py" in lines
     assert "[T-1 #1] bash: echo [redacted]" in lines
-    assert "[T-1 #1] check true: pass" in lines and "[T-1 #1] check exit 3: FAIL (exit 3)" in lines
+    assert "[T-1 #1] check true: pass" in lines and "[T-1 #1] check test ! -f hello.py || exit 3: FAIL (exit 3)" in lines
     verdict = next(line for line in lines if "verdict:" in line)
     assert verdict.startswith("[T-1 #1] verdict: reject (check_failed): The evaluator accepted, but required checks")
     assert any(re.fullmatch(r"\[T-1\] FAILED placeholder [0-9a-f]{7}: .+", line) for line in lines)
@@ -64,7 +64,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
     assert "accept (" not in logs.stdout
 
     assert "[T-1 #1] bash: git commit -qam x -> blocked by pre_tool:" in result.stdout, "the foreground says the same"
-    assert "[T-1 #1] check exit 3: FAIL (exit 3)" in result.stdout and "memory_load" not in result.stdout
+    assert "[T-1 #1] check test ! -f hello.py || exit 3: FAIL (exit 3)" in result.stdout and "memory_load" not in result.stdout
 
     everything = sandbox.tilth("logs", "s1", "--all").stdout
     loads = [e for e in sandbox.events("s1") if e["type"] == "memory_load"]

@@ -56,11 +56,13 @@ def test_a_session_with_a_reject_a_check_and_a_kill_reads_as_one_record(sandbox)
     assert "  - next step: handle the empty input" in text
     assert len(re.findall(r"^### Outcome\n\ndone: commit [0-9a-f]{40}$", text, re.M)) == 2
     runs = sorted((sandbox.session_dir("s1") / "runs").glob("run-*/result.json"))
-    assert len(runs) == 3, "each check run (two for T-1, one for T-2 after the resume) left its script artifact"
-    for result in runs:
-        data = json.loads(result.read_text())
+    assert len(runs) == 4, "each check run (once on the base commit, two for T-1, one for T-2 after the resume) " \
+                           "left its script artifact"
+    datas = [json.loads(result.read_text()) for result in runs]
+    assert [(d["ok"], d["exitCode"]) for d in datas] == [(False, 1)] + [(True, 0)] * 3, "fails on the base commit only"
+    for data in datas:
         assert set(data) == {"ok", "runId", "runDir", "scriptPath", "exitCode", "timedOut", "durationMs", "stdout",
-                             "stderr"} and data["ok"] is True and data["exitCode"] == 0
+                             "stderr"}
         assert Path(data["scriptPath"]).read_text().strip() == "test -f a.py || test -f scripted/T-2.md"
     final = text.split("\n## Final\n\n")[-1]
     assert final.startswith("- status: SUCCESS\n- ended_at: ") and "### Message" in final

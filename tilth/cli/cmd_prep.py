@@ -146,7 +146,8 @@ def transcript(goal: str, repo: str, head: str | None, interview: Interview, sta
             lines += [f"### {task['id']}: {task.get('title', '')}", ""]
             if str(task.get("description") or "").strip():
                 lines += [str(task["description"]).strip(), ""]
-            lines += ["Acceptance criteria:", *[f"- {c}" for c in task["acceptance_criteria"]], ""]
+            lines += ["Acceptance criteria:", *[f"- {c['text']} (verify: `{c['verify']}`)" if isinstance(c, dict) else f"- {c}"
+                                              for c in task["acceptance_criteria"]], ""]
         for heading, rows in (("Scope notes", plan.scope_notes), ("Blockers", plan.blockers),
                               ("Open questions", plan.open_questions)):
             lines += [f"## {heading}", "", *([f"- {row}" for row in rows] or ["(none)"]), ""]

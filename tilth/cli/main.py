@@ -10,8 +10,9 @@ import os
 import sys
 
 from tilth.core import VERSION
-from tilth.cli import (cmd_answer, cmd_config, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor, cmd_memory, cmd_plan,
-                       cmd_prep, cmd_review, cmd_serve)
+from tilth.cli import (cmd_answer, cmd_calibrate, cmd_config, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor,
+                       cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve)
+from tilth.cli.backend_choice import backend_choice
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.cli.stderr import say
 from tilth.core.errors import BadInput, DiskFull, TilthError
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from tilth.core.config import Settings
-    from tilth.store.session import BackendChoice
 
 # Handlers import their libraries when they run: building the parser (`tilth --help`) and
 # `tilth status` on an empty home must not pay for pydantic, pygit2, the openai SDK, rich,
@@ -30,31 +29,6 @@ if TYPE_CHECKING:
 
 NO_SESSIONS = "no sessions; create one with `tilth start`"
 """`tilth status` with no session; the same line as views/status.render_table([])."""
-
-
-def configured_backend(settings: Settings) -> str | None:
-    """A CLI agent in some role, or a model endpoint, means the real backend (`agents`, `openai`),
-    for start, run and resume alike."""
-    from tilth.core.config import CLI_BACKENDS
-
-    if settings.worker_backend in CLI_BACKENDS or set(settings.evaluator_backends()) & set(CLI_BACKENDS):
-        return "agents"
-    return "openai" if settings.base_url else os.environ.get("TILTH_BACKEND")
-
-
-def backend_choice(args: argparse.Namespace, settings: Settings) -> BackendChoice:
-    from pathlib import Path
-
-    from tilth.store.session import BackendChoice
-
-    name = args.backend or configured_backend(settings)
-    if not name:
-        raise BadInput(
-            "no model configured: set TILTH_BASE_URL and TILTH_WORKER_MODEL (see README), or pass "
-            "--backend scripted [--scenario FILE] for an offline test run that calls no model"
-        )
-    scenario = str(Path(args.scenario).resolve()) if args.scenario else None
-    return BackendChoice(name=name, scenario=scenario)
 
 
 def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
@@ -276,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_answer.register(sub)
     cmd_plan.register(sub)
     cmd_prep.register(sub)
+    cmd_calibrate.register(sub)
     cmd_review.register(sub)
     cmd_daemon.register(sub)
     cmd_digest.register(sub)

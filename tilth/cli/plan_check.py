@@ -2,13 +2,15 @@
 that runs but is likely to go badly: exit 0).
 
 Errors are `store/prd.parse_plan`'s, the same as `tilth start`: a missing or empty field, a
+criterion object that is not `{"text": ..., "verify": ...}` (blank text or command, another key), a
 duplicate id, a `depends_on` naming the task itself or an unknown id, a dependency cycle.
 
 Warnings, one line each:
 - a vague criterion: it uses a word that judges rather than observes (works, correct, good,
   done, proper, ...) and names nothing a reviewer can observe (a number, a `code` span or a
   quoted string, a path or file name, or an observing verb: returns, prints, exits, raises,
-  shows, contains, passes, fails, ...); also a criterion of one word;
+  shows, contains, passes, fails, ...); also a criterion of one word; a criterion with a `verify`
+  command is never vague (tilth runs the command);
 - two tasks with the same title (case and spacing ignored);
 - a task too large for one fresh context: more than `MAX_CRITERIA` criteria, or a description
   over `MAX_DESCRIPTION` characters (split it);
@@ -60,8 +62,8 @@ def lint(tasks: list[Task]) -> list[Lint]:
     titles: dict[str, str] = {}
     position = {t.id: i for i, t in enumerate(tasks)}
     for i, task in enumerate(tasks):
-        for n, criterion in enumerate(task.acceptance_criteria, 1):
-            if vague(criterion):
+        for n, (criterion, verify) in enumerate(((c.text, c.verify) for c in task.criteria), 1):
+            if not verify and vague(criterion):
                 warnings.append(Lint(task.id, f"criterion {n} is vague ({criterion!r}): say what a reviewer can "
                                                   "observe (a command and its output, a file, a value)"))
         key = " ".join(task.title.lower().split())

@@ -7,6 +7,9 @@ Formats, told apart by shape (never by file name alone):
 - a Ralph prd.json: a JSON object with `userStories` ({id, title, description,
   acceptanceCriteria, priority, passes, notes}); ordered by `priority` (ascending, stable),
   `passes: true` is `done`, notes are appended to the description (the worker sees them);
+  each of `verificationCommands` (or `verification_commands`) becomes a criterion
+  ``{"text": "`<command>` exits 0", "verify": "<command>"}`` that tilth runs itself (in every format, a
+  criterion written ``text (verify: `command`)`` carries its command the same way);
 - a GitHub issue export (`gh issue list --json number,title,body[,state]`): a JSON array of
   objects with `number`; id `GH-<number>`, ordered by number; criteria from a
   `## Acceptance criteria` section, else the body's task-list items (`- [ ]`); a CLOSED issue is `done`;
@@ -30,6 +33,7 @@ from tilth.store.prd import MAX_BYTES, TASK_ID_PATTERN, parse_plan
 
 _ID = re.compile(TASK_ID_PATTERN)
 _BOX = re.compile(r"^(?P<indent>[ \t]*)[-*+][ \t]+\[(?P<mark>[ xX])\][ \t]*(?P<text>.*)$")
+_VERIFY = re.compile(r"^(?P<text>.*?)\s*\(verify:\s*`(?P<command>[^`]+)`\)\s*$")
 _BULLET = re.compile(r"^(?P<indent>[ \t]*)(?:[-*+]|\d+[.)])[ \t]+(?:\[[ xX]\][ \t]*)?(?P<text>.+)$")
 _NAMED = re.compile(r"^(?P<id>[A-Za-z][A-Za-z0-9_.]*-[0-9]+)[ \t]*[:\-–—][ \t]*(?P<title>.+)$")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(?P<text>.+?)[ \t#]*$")
@@ -106,11 +110,22 @@ _FORMAT_NAMES = {"ralph": "a Ralph prd.json", "gh": "a GitHub issue export", "ch
                  "feature-dir": "a directory of markdown task files"}
 
 
-def _task(task_id: str, title: str, description: str, criteria: list[str], done: bool, **extra) -> dict:
+def _task(task_id: str, title: str, description: str, criteria: list[str], done: bool,
+          verify: list[str] = (), **extra) -> dict:
     task = {"id": task_id, "title": title.strip(), "description": description.strip(),
-            "acceptance_criteria": [c.strip() for c in criteria if c.strip()], "status": "done" if done else "pending"}
+            "acceptance_criteria": [_criterion(c.strip()) for c in criteria if c.strip()]
+            + [{"text": f"`{v.strip()}` exits 0", "verify": v.strip()} for v in verify if v.strip()],
+            "status": "done" if done else "pending"}
     task.update({k: v for k, v in extra.items() if v})
     return task
+
+
+def _criterion(text: str) -> str | dict:
+    """``text (verify: `command`)`` carries its command (every format; what interview.md writes)."""
+    found = _VERIFY.match(text)
+    if found is None or not found["text"].strip() or not found["command"].strip():
+        return text
+    return {"text": found["text"].strip(), "verify": found["command"].strip()}
 
 
 # --- Ralph ---------------------------------------------------------------------------------
@@ -133,12 +148,18 @@ def _ralph(path: Path, value: dict) -> tuple[list[dict], str]:
         if not isinstance(criteria, list) or not all(isinstance(c, str) for c in criteria):
             raise BadInput(f"{path}: user story #{n} ({story.get('id', '?')}): acceptanceCriteria must be a list "
                            "of strings")
+        verify = story.get("verificationCommands", story.get("verification_commands")) or []
+        if isinstance(verify, str):
+            verify = [verify]
+        if not isinstance(verify, list) or not all(isinstance(v, str) for v in verify):
+            raise BadInput(f"{path}: user story #{n} ({story.get('id', '?')}): verificationCommands must be a list "
+                           "of shell commands (strings)")
         description = str(story.get("description") or "")
         notes = story.get("notes")
         if isinstance(notes, str) and notes.strip():
             description = f"{description.strip()}\n\nNotes: {notes.strip()}"
         task = _task(str(story.get("id") or f"US-{n:03d}"), str(story.get("title") or ""), description, criteria,
-                     story.get("passes") is True)
+                     story.get("passes") is True, verify)
         keyed.append(((0, priority) if priority is not None else (1, 0), task))
     tasks = [task for _, task in sorted(keyed, key=lambda pair: pair[0])]
     return tasks, f"a Ralph prd.json ({_n(len(tasks), 'user story').replace('storys', 'stories')})"

@@ -17,6 +17,7 @@ from tilth.git import gitcli
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.store.session import SessionRecord
+from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, money, resume_command, tally, token_count
 
 PR_BODY = "pr.md"
@@ -160,6 +161,8 @@ def pr_body(t: SessionTally) -> str:
         lines.append(f"| {task.id} | {_cell(task.title, 80)} | {outcome} | {task.iterations} | "
                      f"{_cell(task.last_verdict) or '-'} | {task.tokens:,} | {money(task.cost_usd)} |")
     lines.append("")
+    if proof := proof_lines(t):
+        lines += [*proof, ""]
     unpriced = f" ({_plural(t.unpriced_calls, 'model call')} without a price)" if t.unpriced_calls else ""
     lines.append(f"**Totals:** {t.done}/{len(t.tasks)} tasks done, {t.failed} failed; "
                  f"{_plural(t.iterations, 'iteration')}; {token_count(t.tokens, t.unknown_usage_calls, ' tokens')}; "

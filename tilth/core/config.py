@@ -217,7 +217,18 @@ class Settings(BaseModel):
     tool_timeout: float = Field(300.0, gt=0)
     """Default and maximum seconds for one bash tool call or check command."""
     checks: list[str] = Field(default_factory=list)
-    """Commands run in the worktree before each evaluation; a failing one blocks acceptance."""
+    """Commands run in the worktree before each evaluation; a failing one blocks acceptance (unless it
+    already failed at the base commit for the same tests: docs/formats.md, "Proof of done")."""
+    final_review: bool = False
+    """When a run ends with tasks done, the evaluator reviews the session's whole diff and plan; its findings
+    go to report.md and the PR body (one more evaluator call per run that ends with new commits)."""
+    final_review_tasks: bool = False
+    """Turn the final review's findings into follow-up tasks (`REVIEW-<n>`) of the plan, once per session."""
+    verify_timeout_s: float = Field(300.0, gt=0)
+    """Seconds one acceptance criterion's `verify` command may run; past that it counts as failed."""
+    protected_paths: list[str] = Field(default_factory=list)
+    """Globs of paths an attempt may not touch (besides CI configuration: `.github/workflows/`,
+    `.gitlab-ci.yml`, `.ci/`), unless its task's `may_change` allows them (`protected_path`) (env: comma-separated)."""
     max_spend_usd: float | None = Field(None, ge=0)
     """Stop the session (resumably) once its recorded model cost reaches this."""
     max_wall_clock_s: float | None = Field(None, gt=0)
@@ -295,7 +306,7 @@ def env_name(field: str) -> str:
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify"):
+    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify", "protected_paths"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 

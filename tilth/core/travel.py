@@ -35,7 +35,7 @@ SESSION_FIELDS = (
     "request_timeout", "max_retries", "retry_base_delay", "retry_max_delay", "evaluator_policy", "agent_timeout_s",
     "usage_limit_backoff_s", "usage_limit_backoff_max_s", "script_runs_keep", "tool_timeout", "checks",
     "max_spend_usd", "max_wall_clock_s", "max_evaluator_calls_per_task", "prices", "max_attempts_per_task_total",
-    "stall_after", "max_tokens_total",
+    "stall_after", "max_tokens_total", "final_review", "final_review_tasks", "verify_timeout_s", "protected_paths",
 )
 """What the task list needs to run the same way anywhere: models, budgets, caps, checks, prices."""
 

@@ -3,6 +3,7 @@ the user's current branch: commits go to `refs/heads/session/<id>` by name, neve
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -180,6 +181,74 @@ def describe_diff(diff: pygit2.Diff) -> str:
     files = [patch.delta.new_file.path for patch in diff]
     shown = ", ".join(files[:10]) + (f", and {len(files) - 10} more" if len(files) > 10 else "")
     return f"{stats.files_changed} files changed, +{stats.insertions} -{stats.deletions}" + (f": {shown}" if files else "")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file of a staged diff, as the harness's own inspection of an attempt reads it."""
+
+    path: str
+    """The new path (the old one for a deletion)."""
+    status: str
+    """added | deleted | modified | renamed | other"""
+    old_path: str
+    emptied: bool
+    """The file existed before and is now empty or only whitespace."""
+    added_lines: tuple[str, ...]
+
+
+_STATUS = {pygit2.enums.DeltaStatus.ADDED: "added", pygit2.enums.DeltaStatus.DELETED: "deleted",
+           pygit2.enums.DeltaStatus.MODIFIED: "modified", pygit2.enums.DeltaStatus.RENAMED: "renamed"}
+MAX_INSPECTED_LINES = 20_000
+
+
+def diff_changes(repo: pygit2.Repository, diff: pygit2.Diff) -> list[FileChange]:
+    """Each changed file: status, whether an existing file was emptied, and its added lines (at most
+    `MAX_INSPECTED_LINES` in all; binary files have none)."""
+    changes, budget = [], MAX_INSPECTED_LINES
+    for patch in diff:
+        delta = patch.delta
+        status = _STATUS.get(delta.status, "other")
+        emptied = False
+        if status in ("modified", "renamed"):
+            blob = repo.get(delta.new_file.id)
+            emptied = blob is not None and not blob.data.strip()
+        added: list[str] = []
+        if not delta.is_binary:
+            for hunk in patch.hunks:
+                for line in hunk.lines:
+                    if line.origin == "+" and budget > 0:
+                        added.append(line.content.rstrip("\n"))
+                        budget -= 1
+        path = delta.old_file.path if status == "deleted" else delta.new_file.path
+        changes.append(FileChange(path, status, delta.old_file.path, emptied, tuple(added)))
+    return changes
+
+
+def scratch_repo(path: Path, files: dict[str, str]) -> pygit2.Repository:
+    """A new repository at `path` whose one commit holds `files` (for `tilth calibrate`'s fixtures)."""
+    repo = pygit2.init_repository(str(path), initial_head="main")
+    write_files(path, files)
+    stage_all(repo)
+    who = pygit2.Signature(FALLBACK_NAME, FALLBACK_EMAIL)
+    repo.create_commit("HEAD", who, who, "base", repo.index.write_tree(), [])
+    return repo
+
+
+def write_files(root: Path, files: dict[str, str | None]) -> None:
+    """Write each file under `root` (None deletes it)."""
+    for name, text in files.items():
+        target = root / name
+        if text is None:
+            target.unlink(missing_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+
+
+def range_patch(repo: pygit2.Repository, base: str, head: str) -> str:
+    """The patch from `base` to `head` (the whole of a session's work)."""
+    return repo.diff(repo.get(base).peel(pygit2.Tree), repo.get(head).peel(pygit2.Tree)).patch or ""
 
 
 def ensure_head(repo: pygit2.Repository, branch: str) -> str | None:

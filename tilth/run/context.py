@@ -16,6 +16,7 @@ from itertools import accumulate
 import pygit2
 
 from tilth.agents.checks import CheckResult
+from tilth.agents.verify import verifies_block
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.run.conventions import conventions_text
@@ -24,7 +25,7 @@ from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.kb import KnowledgeBase
 from tilth.store.inbox import taken_for
-from tilth.store.ledger import Case, LedgerEntry
+from tilth.store.ledger import Case, LedgerEntry, VerifyResult
 from tilth.store.prd import Task
 from tilth.store.progress import read_progress
 from tilth.store.prompts import append_prompt
@@ -65,7 +66,8 @@ def cap(text: str, limit: int, channel: str) -> tuple[str, bool]:
 
 
 def task_block(task: Task) -> str:
-    criteria = "\n".join(f"- {c}" for c in task.acceptance_criteria)
+    criteria = "\n".join(f"- {c.text}" + (f" (tilth runs `{c.verify}`; it must exit 0)" if c.verify else "")
+                         for c in task.criteria)
     return f"Task {task.id}: {task.title}\n\n{task.description.strip()}\n\nAcceptance criteria:\n{criteria}"
 
 
@@ -216,14 +218,18 @@ def case_block(case: Case | None) -> str:
     return "The worker's case:\n" + case.summary + "\n" + "\n".join(rows) + "\nUncertainties:\n" + "\n".join(doubts)
 
 
-def checks_block(checks: list[CheckResult]) -> str:
+def checks_block(checks: list[CheckResult], failing_before: list[str] = ()) -> str:
+    """The checks' results; those in `failing_before` failed the same way on the base commit."""
     if not checks:
         return ""
     rows = []
     for c in checks:
         result = "timed out" if c.exit_code is None else f"exit code {c.exit_code}"
-        rows.append(f"$ {c.command}  -> {result}\n{c.output_tail.rstrip()}")
-    return "Checks run on the working tree (a failing check means the task cannot be accepted):\n" + "\n\n".join(rows)
+        before = " (failed the same way on the base commit, before this session: not this task's doing)" \
+            if c.command in failing_before else ""
+        rows.append(f"$ {c.command}  -> {result}{before}\n{c.output_tail.rstrip()}")
+    return ("Checks run on the working tree (a failing check means the task cannot be accepted, unless it "
+            "failed the same way before this session):\n" + "\n\n".join(rows))
 
 
 def assemble(src: Sources, role: str, task: Task, iteration: int | None,
@@ -260,7 +266,8 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
 
 
 def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None, diff: str,
-                     history: list[LedgerEntry], checks: list[CheckResult]) -> str:
+                     history: list[LedgerEntry], checks: list[CheckResult], verifies: list[VerifyResult] = (),
+                     failing_before: list[str] = ()) -> str:
     s = src.settings
     return assemble(src, "evaluator", task, iteration, [
         ("task", task_block(task), TASK_CHARS),
@@ -269,7 +276,8 @@ def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None
         *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
         ("case", case_block(case), TASK_CHARS),
         ("diff", "The diff against the branch:\n" + (diff or "(no changes)"), s.diff_chars),
-        ("checks", checks_block(checks), TASK_CHARS),
+        ("checks", checks_block(checks, failing_before), TASK_CHARS),
+        ("verified criteria", verifies_block(verifies), TASK_CHARS),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
     ])
 

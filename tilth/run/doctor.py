@@ -23,6 +23,7 @@ from tilth.git.gitops import GitError, open_repo
 from tilth.run.doctor_branch import (check_branch, check_git_locks, check_ledger, check_progress, check_statuses,
                                      check_worktree)
 from tilth.run.doctor_findings import OK, PERSON, PROBLEM, RUNNING, TORN_SUFFIX, Diagnosis
+from tilth.store.baseline import load_baseline
 from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import parse_object
@@ -43,6 +44,7 @@ def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
         return d
     check_runner(d, locked_by_us)
     check_journal(d)
+    check_baseline(d)
     repo = open_repo(d.record.repo)
     if repo is None:
         d.add(PERSON, f"the session's repository {d.record.repo} is gone or is not a git repository: restore it "
@@ -114,6 +116,19 @@ def torn_lines(raw: bytes, live: bool) -> list[int]:
         if row is None or not is_event(row):
             torn.append(i)
     return torn
+
+
+def check_baseline(d: Diagnosis) -> None:
+    """baseline.json (the checks and verify commands on the base commit) reads back, when there is one."""
+    try:
+        baseline = load_baseline(d.paths.dir)
+    except BadInput as exc:
+        d.add(PERSON, f"{exc}")
+        return
+    if baseline is not None:
+        failing = len(baseline.failing_before)
+        d.add(OK, f"baseline.json: {len(baseline.checks)} check(s) on the base commit {baseline.commit[:7]}, "
+                  f"{failing} failing before the session" + (" (not blamed on any task)" if failing else ""))
 
 
 def check_journal(d: Diagnosis) -> None:

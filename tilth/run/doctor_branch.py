@@ -222,5 +222,10 @@ def check_ledger(d: Diagnosis) -> None:
             found = True
             d.add(PERSON, f"{c.task_id}: {where} says iteration {c.iterations} was rejected, yet its commit "
                           f"{c.sha[:7]} says done: look at git show {c.sha[:7]}")
+        elif not c.failed and (failing := [v for v in entry.verifies if not v.passed]):
+            found = True
+            d.add(PERSON, f"{c.task_id}: {where} says iteration {c.iterations}'s verify "
+                          + ", ".join(f"`{v.command}` ({v.status})" for v in failing)
+                          + f" failed, yet its commit {c.sha[:7]} says done: look at git show {c.sha[:7]}")
     if not found:
         d.add(OK, "the ledger has the verdict of every task commit's last iteration")

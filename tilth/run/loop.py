@@ -1,6 +1,7 @@
-"""The session loop: pick the next pending task, iterate worker -> checks -> evaluator ->
-ledger until accepted, out of attempts or waiting for a person, end it as a commit, a FAILED
-placeholder or a PARKED one."""
+"""The session loop: pick the next pending task, iterate worker -> the harness's own proof (diff
+inspection, checks, verify commands) -> evaluator -> ledger until accepted, out of attempts or
+waiting for a person, end it as a commit, a FAILED placeholder or a PARKED one; then the final
+review."""
 
 from __future__ import annotations
 
@@ -14,21 +15,25 @@ from tilth.agents.accounting import CapReached, Caps, Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.bounds import in_force
-from tilth.agents.checks import enforce_change, enforce_checks, run_checks
+from tilth.agents.checks import enforce_change, enforce_checks, excused, run_checks
+from tilth.agents.guard import findings, guard_rejection
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob
 from tilth.agents.confinement import Confinement, session_confinement
 from tilth.agents.sandbox import resolve_mode
+from tilth.agents.verify import run_verifies, verify_rejection
 from tilth.core.clock import iso
 from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.core.travel import key_variable, with_session_view
-from tilth.git.gitops import check_readable, describe_diff, open_worktree, staged_diff
+from tilth.git.gitops import check_readable, describe_diff, diff_changes, open_worktree, staged_diff
 from tilth.git.worktree_git import session_git_dir
+from tilth.run.base_checks import ensure_baseline
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import session_notices
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
+from tilth.run.final_review import review_session
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
 from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
@@ -37,11 +42,13 @@ from tilth.run.recovery import reconcile
 from tilth.run.secret_gate import rejection as secret_rejection
 from tilth.run.stalling import repeats, stalled_verdict
 from tilth.run.stopflag import StopFlag
+from tilth.store.baseline import Baseline
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.inbox import take_unread
 from tilth.store.learnings import append_learnings
-from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, append_entry, read_entries, worker_question
+from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, VerifyResult, append_entry, read_entries, \
+    worker_question
 from tilth.store.lock import SessionLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, next_pending, set_status
 from tilth.store.redaction import register_patterns, register_secret, scan_for_secrets
@@ -93,6 +100,8 @@ class Run:
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
     diff_shas: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
+    baseline: Baseline | None = None
+    """The checks and verify commands on the base commit (`run/base_checks.py`)."""
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
@@ -169,8 +178,9 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
     caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
+    baseline = ensure_baseline(paths, record, ws.repo, settings, events, sandbox)
     return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
-               sandbox, hooks)
+               sandbox, hooks, baseline=baseline)
 
 
 def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
@@ -227,10 +237,15 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     try:
-        while (task := pick_next(run)) is not None:
-            lock.beat()
-            if run_task(run, task) == "failed" and run.settings.stop_on_failure:
-                break
+        while True:
+            while (task := pick_next(run)) is not None:
+                lock.beat()
+                if run_task(run, task) == "failed" and run.settings.stop_on_failure:
+                    break
+            else:
+                if review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
+                    continue  # its findings became follow-up tasks
+            break
     except Paused as paused:
         run.paused_until = paused.until
         return SessionState.paused, f"{paused.reason}; the supervisor resumes it at {paused.until}"
@@ -301,8 +316,12 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     secrets = stage(ws, task, iteration)
     diff = staged_diff(ws.repo)
     summary = describe_diff(diff)
-    verdict = secret_rejection(secrets) if secrets else failed or (
-        NO_CASE if case is None else evaluate(run, task, iteration, history, case, diff.patch or "", summary))
+    verifies: list[VerifyResult] = []
+    verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
+    if verdict is None:
+        verdict = guard_rejection(findings(diff_changes(ws.repo, diff), settings.protected_paths, task.may_change))
+    if verdict is None:
+        verdict, verifies = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
     if (checked := no_second_park(ws.paths.dir, task.id, verdict)) is not verdict:
         ws.events.emit("question_repeated", task.id, iteration, asked_by=verdict.asked_by, question=verdict.question)
         verdict = checked
@@ -311,7 +330,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     elif not verdict.category or verdict.category == "none":
         verdict = verdict.model_copy(update={"category": "evaluator_question"})
     verdict = break_stall(run, task, iteration, verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
-    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict)
+    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict, verifies=verifies)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)
@@ -359,14 +378,20 @@ def worker_turn(run: Run, task: Task, iteration: int,
 
 
 def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,
-             summary: str) -> Verdict:
-    ws = run.ws
-    checks = run_checks(run.settings.checks + ws.record.checks, Path(ws.record.worktree), run.settings.tool_timeout,
-                        ws.events, task.id, iteration, run.sandbox, run.settings.script_runs_keep)
-    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks)
-    job = EvaluationJob(ws.record.id, task, iteration, Path(ws.record.worktree), prompt, case, diff, summary,
+             summary: str) -> tuple[Verdict, list[VerifyResult]]:
+    """The checks and verify commands, then (unless a verify failed) the evaluator's verdict."""
+    ws, s = run.ws, run.settings
+    worktree = Path(ws.record.worktree)
+    checks = run_checks(s.checks + ws.record.checks, worktree, s.tool_timeout, ws.events, task.id, iteration,
+                        run.sandbox, s.script_runs_keep)
+    verifies = run_verifies(task, worktree, s.verify_timeout_s, ws.events, iteration, run.sandbox, s.script_runs_keep)
+    if (refused := verify_rejection(verifies)) is not None:
+        return refused, verifies
+    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks, verifies,
+                              [c.command for c in excused(checks, run.baseline)])
+    job = EvaluationJob(ws.record.id, task, iteration, worktree, prompt, case, diff, summary,
                         history, ws.events, checks, run.sandbox)
-    return enforce_checks(run.backend.evaluator.evaluate(job), checks)
+    return enforce_checks(run.backend.evaluator.evaluate(job), checks, run.baseline), verifies
 
 
 def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:

@@ -1,8 +1,8 @@
 """The runner's transcript: journal events, as they are written, become transcript.md blocks.
 
 A step is the agent's words (`thought`), what it did (`action`) and what came back
-(`execution_result`): one `tool_call` of tilth's own loop, one scripted step, the checks, or
-a CLI agent's message, tool use and tool result gathered from its `agent_step` events. The
+(`execution_result`): one `tool_call` of tilth's own loop, one scripted step, the checks, the
+verify commands, or a CLI agent's message, tool use and tool result gathered from its `agent_step` events. The
 case and the verdict come from the ledger entry the `verdict` event announces; the final block
 from `session_end` and the report that follows it.
 """
@@ -50,6 +50,11 @@ class Recorder:
             results = data.get("results") or []
             self._step(at, None, {"checks": [r.get("command") for r in results]},
                        "\n".join(f"{r.get('command')}: exit {r.get('exit_code')}" for r in results))
+        elif kind == "verifies_run":
+            results = data.get("results") or []
+            self._step(at, None, {"verify": [r.get("command") for r in results]},
+                       "\n".join(f"{r.get('criterion')}: `{r.get('command')}` exit {r.get('exit_code')}"
+                                 for r in results))
         elif kind == "verdict" and task:
             entries = read_entries(self.ledger_dir, task)
             if entries:

@@ -92,6 +92,27 @@ def worker_question(asked: Question) -> Verdict:
     return Verdict(verdict="needs_human", category=WORKER_QUESTION, question=asked.question, concern=asked.context)
 
 
+class VerifyResult(BaseModel):
+    """One acceptance criterion's `verify` command, run by tilth on an attempt (or on the base commit)."""
+
+    criterion: str
+    command: str
+    exit_code: int | None
+    """None when the command timed out."""
+    output_tail: str = ""
+    run_id: str | None = None
+    """The script artifact under the session's `runs/`, when one was written."""
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def status(self) -> str:
+        """`exit 0`, `exit 1`, `timed out`."""
+        return "timed out" if self.exit_code is None else f"exit {self.exit_code}"
+
+
 class LedgerEntry(BaseModel):
     ts: str = Field(default_factory=iso_ms)
     iter: int
@@ -99,6 +120,13 @@ class LedgerEntry(BaseModel):
     case: Case | None
     """None when the worker ended its turn without making a case."""
     verdict: Verdict
+    verifies: list[VerifyResult] = Field(default_factory=list)
+    """Each criterion's `verify` command run on this attempt (none when no criterion has one, or when
+    the attempt was rejected before they ran)."""
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_defaults(handler(self), verifies=[])
 
 
 def ledger_path(ledger_dir: Path, task_id: str) -> Path:

@@ -21,17 +21,18 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Mapping
+from typing import Annotated, Any, Iterator, Mapping, Union
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, TypeAdapter,
+                      ValidationError)
 
 from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import load_json, write_atomic
 from tilth.store.prd_rules import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
 
-__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Task", "TaskStatus", "blocked_by", "load_current_plan",
-           "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
+__all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "add_tasks", "blocked_by",
+           "load_current_plan", "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
 
 
 def _not_blank(value: str) -> str:
@@ -44,6 +45,24 @@ def _not_blank(value: str) -> str:
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
 
 
+class Criterion(BaseModel):
+    """An acceptance criterion that carries a command: tilth runs `verify` itself (confined, in the
+    worktree, with a timeout) after each attempt; a non-zero exit rejects the attempt without
+    asking the evaluator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: NonEmpty
+    verify: NonEmpty | None = None
+    """A shell command that exits 0 when the criterion holds."""
+
+
+_TAGS = ("string-criterion", "object-criterion")
+AnyCriterion = Annotated[Union[Annotated[NonEmpty, Tag(_TAGS[0])], Annotated[Criterion, Tag(_TAGS[1])]],
+                         Discriminator(lambda v: _TAGS[1] if isinstance(v, (dict, Criterion)) else _TAGS[0])]
+"""A string, or an object read as `Criterion` (so its error names its own field, not the string's)."""
+
+
 class Task(BaseModel):
     """One unit of work; ends as one commit (done) or one FAILED placeholder (failed)."""
 
@@ -53,7 +72,8 @@ class Task(BaseModel):
     """Unique in the plan; used in branch trailers and ledger file names."""
     title: NonEmpty
     description: str
-    acceptance_criteria: Annotated[list[NonEmpty], Field(min_length=1)]
+    acceptance_criteria: Annotated[list[AnyCriterion], Field(min_length=1)]
+    """Each a string (judged by the evaluator) or a `Criterion` with a `verify` command."""
     status: TaskStatus = TaskStatus.pending
     allow_empty: bool = False
     """The task may be accepted with no change to the files (e.g. a check that needs no edit);
@@ -61,6 +81,18 @@ class Task(BaseModel):
     depends_on: list[Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]] = Field(default_factory=list)
     """Ids of tasks of the same plan that must be done first; a failed one blocks this task. No task
     may depend on itself, on an unknown id, or on a cycle."""
+    may_change: list[NonEmpty] = Field(default_factory=list)
+    """Globs of paths this task may delete, empty, mark skipped or change although the harness would
+    otherwise reject it (`tests_weakened`, `protected_path`): e.g. `tests/old_*.py`."""
+
+    @property
+    def criteria(self) -> list[Criterion]:
+        """Every criterion as a `Criterion` (a plain string has no verify command)."""
+        return [c if isinstance(c, Criterion) else Criterion(text=c) for c in self.acceptance_criteria]
+
+    @property
+    def criterion_texts(self) -> list[str]:
+        return [c.text for c in self.criteria]
 
 
 _tasks_adapter = TypeAdapter(list[Task])
@@ -74,7 +106,7 @@ def _describe(error: Mapping[str, Any], raw: object) -> str:
         item = raw[index] if isinstance(raw, list) and index < len(raw) else None
         task_id = item.get("id") if isinstance(item, dict) else None
         where = f"task {task_id!r} (#{index + 1})" if task_id else f"task #{index + 1}"
-    field = ".".join(str(part) for part in loc) or "(the task itself)"
+    field = ".".join(str(part) for part in loc if part not in _TAGS) or "(the task itself)"
     return f"{where}, field {field}: {error['msg']}"
 
 
@@ -213,6 +245,27 @@ def _dump(raw: list[Any]) -> bytes:
         return orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n"
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, which orjson cannot write
         return json.dumps(raw, indent=2, ensure_ascii=False).encode() + b"\n"
+
+
+def add_tasks(path: Path, tasks: list[dict[str, Any]], prefix: str) -> list[str]:
+    """Append pending tasks (id, title, description, acceptance_criteria) to the plan, each given the
+    next free id `<prefix><n>`; the ids given. The whole plan is validated before it is written."""
+    with plan_lock(path):
+        data, _ = _read(path)
+        raw = json.loads(data)
+        taken = {item.get("id") for item in raw if isinstance(item, dict)}
+        ids, n = [], 1
+        for task in tasks:
+            while f"{prefix}{n}" in taken:
+                n += 1
+            ids.append(f"{prefix}{n}")
+            taken.add(ids[-1])
+            raw.append({"id": ids[-1], **task, "status": TaskStatus.pending.value})
+        out = _dump(raw)
+        parse_plan(out, str(path))
+        write_atomic(path, out)
+        _kept.pop(path, None)
+    return ids
 
 
 def set_status(path: Path, task_id: str, status: TaskStatus) -> None:

@@ -47,11 +47,24 @@ def _task(raw: Any) -> TaskLine | None:
              and type(title) is str and title.strip() != ""
              and type(raw.get("description")) is str
              and type(criteria) is list and len(criteria) > 0
-             and all(type(c) is str and c.strip() != "" for c in criteria)
+             and all(_plain_criterion(c) for c in criteria)
+             and _plain_texts(raw.get("may_change", []))
              and type(status) is str and status in _STATUSES
              and type(raw.get("allow_empty", False)) is bool
              and type(depends) is list and all(_plain_id(d) for d in depends))
     return TaskLine(str(tid), str(title).strip(), status, tuple(depends)) if plain else None
+
+
+def _plain_criterion(value: Any) -> bool:
+    """A non-blank string, or `{"text": ..., "verify": ...}` with nothing else (`prd.Criterion`)."""
+    if type(value) is str:
+        return value.strip() != ""
+    return (type(value) is dict and set(value) <= {"text", "verify"} and type(value.get("text")) is str
+            and value["text"].strip() != "" and _plain_texts([value["verify"]] if "verify" in value else []))
+
+
+def _plain_texts(value: Any) -> bool:
+    return type(value) is list and all(type(v) is str and v.strip() != "" for v in value)
 
 
 def _plain_id(value: Any) -> bool:

@@ -1,11 +1,12 @@
-"""The end-of-session report: what a run achieved, task by task, what it cost, and the exact
-next command. Written to `sessions/<id>/report.md` at the end of every run and printed."""
+"""The end-of-session report: what a run achieved, task by task (and what proved each criterion),
+what it cost, and the exact next command. Written to `sessions/<id>/report.md` at the end of every run and printed."""
 
 from __future__ import annotations
 
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.views.asking import answer_command, question_lines
+from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
 REPORT = "report.md"
@@ -56,6 +57,7 @@ def build_report(paths: SessionPaths) -> str:
         f"{root}, which {'waits for an answer' if outcomes.get(root) == 'parked' else 'failed'}"
         for root in task.blocked_by) for task in t.tasks if task.blocked_by]
     lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
+    lines += proof_lines(t)
     lines += [
         f"Iterations: {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",

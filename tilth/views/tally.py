@@ -28,15 +28,45 @@ from tilth.git.gitops import open_worktree
 from tilth.git.worktree_git import session_git_dir
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
-from tilth.store.ledger import read_entries
-from tilth.store.prd import blocked_by, load_plan
+from tilth.store.baseline import Baseline, load_baseline
 from tilth.store.calls import Counted
+from tilth.store.ledger import VerifyResult, read_entries
+from tilth.store.prd import Criterion, blocked_by, load_plan
 from tilth.store.prd_rules import blocked_label
 from tilth.store.rollup import OUTSIDE_RUN, load_rollup
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
 from tilth.views.readable import verdict_label
+
+
+@dataclass(frozen=True)
+class CriterionProof:
+    """One acceptance criterion and what proved it on the task's last attempt."""
+
+    text: str
+    command: str | None
+    """Its verify command; None when it rests on the evaluator's judgement alone."""
+    exit_code: int | None = None
+    ran: bool = False
+    """The command ran on the last attempt (False: not yet, or that attempt was refused before it)."""
+    passed_at_base: bool = False
+    """It also exited 0 on the base commit, before any task: its pass proves nothing this session did."""
+
+    @property
+    def mark(self) -> str:
+        if self.command is None:
+            return "·"
+        return ("✓" if self.exit_code == 0 else "✗") if self.ran else "?"
+
+    @property
+    def status(self) -> str:
+        if self.command is None:
+            return "no command: the evaluator's judgement"
+        if not self.ran:
+            return f"`{self.command}` not run on the last attempt"
+        return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}") + (
+            " (it exited 0 on the base commit too: it proves nothing new)" if self.passed_at_base else "")
 
 
 @dataclass(frozen=True)
@@ -71,6 +101,7 @@ class TaskTally:
     """The failed or parked tasks this pending one waits on (`depends_on`, directly or not): it cannot run."""
     blocked: str = ""
     """`blocked (T-1 failed)`, `blocked (T-2 parked)` when `blocked_by`."""
+    criteria: tuple[CriterionProof, ...] = ()
 
     @property
     def shown_outcome(self) -> str:
@@ -100,6 +131,11 @@ class SessionTally:
     """How many times a process ran the session (`session_started` events)."""
     reason: str | None = None
     """Why the session ended stopped or crashed (session.json); a failed one lists its failed tasks instead."""
+    failing_before: tuple[str, ...] = ()
+    """The checks that already failed on the base commit (`baseline.json`): `pytest -q` (exit 1)."""
+    final_review: tuple[str, ...] | None = None
+    """The last final review's findings (the evaluator over the whole diff); None when none ran."""
+    final_review_error: str = ""
 
     @property
     def done(self) -> int:
@@ -173,15 +209,38 @@ def _failure_reasons(paths: SessionPaths) -> dict[str, str]:
             if line.outcome.startswith("failed:")}
 
 
-def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, ...]]:
-    """Attempts, the last verdict's label, and the category of each rejection."""
+def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, ...], list[VerifyResult]]:
+    """Attempts, the last verdict's label, the category of each rejection, the last attempt's verifies."""
     entries = read_entries(paths.ledger_dir, task_id)
     if not entries:
-        return 0, "", ()
+        return 0, "", (), []
     v = entries[-1].verdict
     rejected = tuple(e.verdict.category if e.verdict.category not in ("", "none") else "unspecified"
                      for e in entries if not e.verdict.accepted and e.verdict.verdict != "needs_human")
-    return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected
+    return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected, entries[-1].verifies
+
+
+def _proofs(criteria: list[Criterion], verifies: list[VerifyResult],
+            at_base: list[VerifyResult]) -> tuple[CriterionProof, ...]:
+    ran = {(v.criterion, v.command): v for v in verifies}
+    passed_before = {(v.criterion, v.command) for v in at_base if v.passed}
+    return tuple(CriterionProof(c.text, c.verify, ran[key].exit_code if (key := (c.text, c.verify)) in ran else None,
+                                key in ran, key in passed_before) for c in criteria)
+
+
+def _baseline(paths: SessionPaths) -> Baseline | None:
+    try:
+        return load_baseline(paths.dir)
+    except BadInput:
+        return None
+
+
+def _failing_before(baseline: Baseline | None) -> tuple[str, ...]:
+    if baseline is None:
+        return ()
+    return tuple(f"`{c.command}` ({'timed out' if c.exit_code is None else f'exit {c.exit_code}'}"
+                 + (f": {', '.join(c.failing_ids[:5])}" + (", ..." if len(c.failing_ids) > 5 else "")
+                    if c.failing_ids else "") + f" at {baseline.commit[:7]})" for c in baseline.failing_before)
 
 
 def _last_checks(events: list[dict[str, Any]], task_id: str, iteration: int) -> tuple[int, int] | None:
@@ -197,22 +256,25 @@ def tally(paths: SessionPaths) -> SessionTally:
     events = EventLog(paths.events).read()
     head, commits = _branch_commits(record, record.base_commit)
     try:
-        plan = [(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in load_plan(paths.prd)]
+        tasks_read = load_plan(paths.prd)
     except BadInput:
-        plan = []
+        tasks_read = []
+    plan = [(t.id, t.title, t.status.value, tuple(t.depends_on)) for t in tasks_read]
+    criteria = {t.id: t.criteria for t in tasks_read}
     known = {tid for tid, _, _, _ in plan}
     plan += [(c.task_id, c.title, "", ()) for c in commits.values() if c.task_id not in known]
 
     calls = [e for e in events if e.get("type") == "model_call"]
     rolled = load_rollup(paths.events)
     reasons = _failure_reasons(paths)
+    baseline = _baseline(paths)
     tasks = []
     for task_id, title, status, depends_on in plan:
         commit = commits.get(task_id)
         outcome = ("parked" if commit.parked else "failed" if commit.failed else "done") if commit else status
         if commit and commit.parked and status in ("pending", "in_progress"):
             outcome = status  # answered: the task is being retried
-        iterations, verdict, rejections = _verdicts(paths, task_id)
+        iterations, verdict, rejections, verifies = _verdicts(paths, task_id)
         checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
@@ -229,12 +291,15 @@ def tally(paths: SessionPaths) -> SessionTally:
             prompt_tokens=sum(c.prompt for c in counted), cached_tokens=sum(c.cached for c in counted),
             completion_tokens=sum(c.completion for c in counted), cost_is_lower_bound=mine.unknown_usage_calls > 0,
             wall_s=rolled.tasks[task_id].wall_s if task_id in rolled.tasks else 0.0,
+            criteria=_proofs(criteria.get(task_id, []), verifies,
+                             baseline.verifies.get(task_id, []) if baseline is not None else []),
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
     outcomes = {t.id: t.outcome for t in tasks}
     tasks = [replace(t, blocked_by=blocked[t.id], blocked=blocked_label(blocked[t.id], outcomes)) if t.id in blocked
              else t for t in tasks]
     total = Meter.from_events(calls)
+    review = next((e for e in reversed(events) if e.get("type") == "final_review"), None)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,
         head_commit=head, tasks=tasks, tokens=total.tokens, cost_usd=total.cost_usd,
@@ -242,6 +307,9 @@ def tally(paths: SessionPaths) -> SessionTally:
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
         reason=record.reason if record.state.value in ("stopped", "crashed", "paused") else None,
+        failing_before=_failing_before(baseline),
+        final_review=tuple(review["data"].get("findings") or ()) if review else None,
+        final_review_error=str(review["data"].get("error") or "") if review else "",
     )
 
 

@@ -43,7 +43,10 @@ SYSTEM = (
     "decide sensibly and say so in scope_notes. Finish by calling submit_plan with: tasks in the order they "
     "should be done, each one commit's worth of work, with a specific description (files, functions, commands) "
     "and acceptance criteria that are concrete and checkable (a command to run and what it must print, a "
-    "behaviour a test asserts, a file and what it must contain); tldr, the plan in two to four sentences; "
+    "behaviour a test asserts, a file and what it must contain); where a command the repository already "
+    "supports proves a criterion (its test runner on a named test, a script, a grep), give that criterion as "
+    "{\"text\": ..., \"verify\": \"<shell command that exits 0 when it holds>\"}: tilth runs it itself; "
+    "tldr, the plan in two to four sentences; "
     "scope_notes (what is in and out of scope, assumptions made); blockers (what may stop the work); "
     "open_questions (what is still undecided)."
 )
@@ -104,7 +107,8 @@ def task_label(task: object, index: int) -> str:
 
 def has_criteria(task: dict[str, Any]) -> bool:
     criteria = task.get("acceptance_criteria")
-    return isinstance(criteria, list) and any(isinstance(c, str) and c.strip() for c in criteria)
+    return isinstance(criteria, list) and any(
+        isinstance(c, str) and c.strip() or isinstance(c, dict) and str(c.get("text") or "").strip() for c in criteria)
 
 
 def tasks_without_criteria(tasks: list[object]) -> list[str]:
@@ -131,6 +135,10 @@ def normalise_tasks(raw: object) -> list[dict[str, Any]]:
             task["id"] = f"T-{index + 1:03d}"
         if isinstance(task.get("acceptance_criteria"), str):
             task["acceptance_criteria"] = [task["acceptance_criteria"]]
+        if isinstance(task.get("acceptance_criteria"), list):  # a criterion object with no command is its text
+            task["acceptance_criteria"] = [
+                c["text"] if isinstance(c, dict) and set(c) <= {"text", "verify"} and isinstance(c.get("text"), str)
+                and not str(c.get("verify") or "").strip() else c for c in task["acceptance_criteria"]]
         task.setdefault("description", "")
         task["status"] = "pending"
         tasks.append(task)

@@ -112,7 +112,7 @@ class ScriptedWorker:
             return None
         if step.case.summary:
             return step.case
-        criteria = [CriterionEvidence(criterion=c, evidence="scripted scenario") for c in job.task.acceptance_criteria]
+        criteria = [CriterionEvidence(criterion=c, evidence="scripted scenario") for c in job.task.criterion_texts]
         return Case(summary=f"Scripted change for {job.task.id}: {job.task.title}", criteria=criteria)
 
 

@@ -62,8 +62,12 @@ ASK_USER = _tool("ask_user", "Ask the person who wants this work one question; r
                              "Ask only what the repository cannot tell you.", {"question": STR}, ["question"])
 PLAN_TASK = {"type": "object", "properties": {
     "id": {**STR, "description": "T-001, T-002, ... in order"}, "title": STR, "description": STR,
-    "acceptance_criteria": {**LINES, "description": "concrete, checkable statements (a command and what it "
-                                                    "prints, a file and what it contains)"}},
+    "acceptance_criteria": {"type": "array", "items": {"anyOf": [STR, {
+        "type": "object", "properties": {"text": STR, "verify": {**STR, "description": "a shell command, run in "
+                                                                   "the repository, that exits 0 when it holds"}},
+        "required": ["text", "verify"]}]},
+        "description": "concrete, checkable statements (a command and what it prints, a file and what it "
+                       "contains); {text, verify} when a command proves it"}},
     "required": ["id", "title", "description", "acceptance_criteria"]}
 SUBMIT_PLAN = _tool("submit_plan", "Finish the interview with the plan: tasks in the order they should be done, "
                                    "each small enough for one commit.",

@@ -1,0 +1,84 @@
+"""The harness's own inspection of an attempt's diff, before any evaluator: weakened tests
+(`tests_weakened`: an existing test file deleted or emptied, skip/xfail markers or skip calls
+added) and protected paths (`protected_path`: CI configuration by default, plus the
+`protected_paths` setting) reject the attempt, unless the task's `may_change` globs allow the path.
+
+Globs are `fnmatch`-style on repository paths (`*` also matches `/`); a glob ending in `/` covers
+everything under that directory.
+"""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatchcase
+from typing import Any, Iterable
+
+from tilth.store.ledger import Verdict
+
+TESTS_WEAKENED, PROTECTED_PATH = "tests_weakened", "protected_path"
+DEFAULT_PROTECTED = (".github/workflows/", ".gitlab-ci.yml", ".ci/")
+
+_TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go|rb)$|"
+                        r"(^|/)conftest\.py$|\.(test|spec)\.[jt]sx?$|Test\.java$|_spec\.rb$")
+_SKIP_MARKER = re.compile(r"@pytest\.mark\.(skip|skipif|xfail)\b|\bpytest\.(skip|xfail|importorskip)\s*\(|"
+                          r"@unittest\.(skip|skipIf|skipUnless|expectedFailure)\b|\bself\.skipTest\s*\(|"
+                          r"\b(it|test|describe)\.(skip|todo)\s*\(|\bx(it|describe)\s*\(|\bt\.Skip(Now|f)?\s*\(|"
+                          r"#\[ignore\]|@Disabled\b|@Ignore\b")
+
+
+_PROSE = (".md", ".rst", ".txt", ".adoc")
+
+
+def is_test_file(path: str) -> bool:
+    return _TEST_FILE.search(path) is not None
+
+
+def matches(path: str, globs: Iterable[str]) -> bool:
+    for glob in globs:
+        if glob.endswith("/") and path.startswith(glob):
+            return True
+        if fnmatchcase(path, glob):
+            return True
+    return False
+
+
+def findings(changes: list[Any], protected: Iterable[str], may_change: Iterable[str]) -> dict[str, list[str]]:
+    """`{category: ["path (what)", ...]}` for every problem; `changes` have `path`, `status`,
+    `old_path`, `emptied` and `added_lines` (`git/gitops.FileChange`)."""
+    protected, allowed = [*DEFAULT_PROTECTED, *protected], list(may_change)
+    found: dict[str, list[str]] = {}
+    for change in changes:
+        paths = {change.path, change.old_path} - {""}
+        if any(matches(p, allowed) for p in paths):
+            continue
+        touched = sorted(p for p in paths if matches(p, protected))
+        if touched:
+            found.setdefault(PROTECTED_PATH, []).extend(f"{p} ({change.status})" for p in touched)
+        was_test = is_test_file(change.old_path or change.path)
+        if was_test and change.status == "deleted":
+            found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (deleted)")
+        elif was_test and change.status == "renamed" and not is_test_file(change.path):
+            found.setdefault(TESTS_WEAKENED, []).append(f"{change.old_path} (renamed to {change.path})")
+        elif was_test and change.emptied:
+            found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (emptied)")
+        if change.path.endswith(_PROSE):
+            continue
+        markers = sorted({m.group(0).rstrip("( \t") for line in change.added_lines
+                          if (m := _SKIP_MARKER.search(line))})
+        if markers:
+            found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (adds {', '.join(markers)})")
+    return found
+
+
+def guard_rejection(found: dict[str, list[str]]) -> Verdict | None:
+    """The rejection the harness's findings earn (the first category decides; all are named), or None."""
+    if not found:
+        return None
+    category = TESTS_WEAKENED if TESTS_WEAKENED in found else PROTECTED_PATH
+    said = {TESTS_WEAKENED: "weakens existing tests", PROTECTED_PATH: "touches protected paths"}
+    concern = "; ".join(f"the attempt {said[c]}: {', '.join(paths)}" for c, paths in found.items())
+    return Verdict(verdict="reject", category=category,
+                   concern=f"tilth inspected the diff and refused it before the evaluator: {concern}.",
+                   evidence=[p for paths in found.values() for p in paths],
+                   next_step="Restore the tests and protected files and make the change without weakening them "
+                             "(a task that must change them lists the paths in `may_change` in the plan).")
