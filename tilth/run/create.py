@@ -66,10 +66,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
             raise BadInput(f"scenario file {scenario_path} does not exist; pass --scenario an existing file")
         scenario_bytes = scenario_path.read_bytes()
     make_backend(backend, settings, Meter())
-    if backend.name != "scripted":
-        for line in check_priced(settings):
-            if notify is not None:
-                notify(line)
+    unpriced_notes = check_priced(settings) if backend.name != "scripted" else []
     resolve_mode(settings.sandbox, settings.agent_network)
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))
@@ -79,6 +76,9 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     base = resolve_commit(repo, base_rev or "HEAD")
     if backend.name in ("openai", "agents") and settings.preflight:
         preflight(settings)
+    for line in unpriced_notes:  # said once the start is sure to go ahead, never beside a refusal
+        if notify is not None:
+            notify(line)
     branch = f"session/{paths.id}"
 
     ensure_home(paths.home)
