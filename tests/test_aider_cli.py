@@ -16,7 +16,7 @@ import pytest
 import fake_openai as fo
 from cli_agents import agent_bin, missing
 from fake_openai import FakeOpenAI
-from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, aider_argv, read_aider_output
+from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, AiderUsage, aider_argv, read_aider_output
 
 BANNER = """Detected dumb terminal, disabling fancy input and pretty output.
 
@@ -56,6 +56,21 @@ Applied edit to notes.txt
     assert report.cost_usd == 0.032 and report.extra == {"tokens_rounded": True}
     assert report.model == "openai/stub-model"
     assert not report.is_error and report.error is None and report.limit is None
+
+
+def test_the_live_reader_counts_each_exchange_as_its_line_arrives():
+    usage = AiderUsage()
+    for line in BANNER.splitlines() + ["Working.", ""]:
+        assert usage.feed({"text": line}) == []
+    assert usage.report().prompt_tokens is None and usage.report().cost_usd is None
+    usage.feed({"text": "Tokens: 1.2k sent, 300 received. Cost: $0.01 message, $0.01 session."})
+    assert (usage.report().prompt_tokens, usage.report().completion_tokens, usage.report().cost_usd) == (1200, 300, 0.01)
+    usage.feed({"text": "Tokens: 800 sent, 20 received."})
+    usage.feed({"text": "Cost: $0.04 message, $0.05 session."})
+    usage.feed({"text": "Cost: $9.00 message, $9.00 session."})  # the reply's, two lines on: not aider's
+    report = usage.report()
+    assert (report.prompt_tokens, report.completion_tokens, report.turns, report.cost_usd) == (2000, 320, 2, 0.05)
+    assert report.model == "openai/stub-model" and usage.rounded
 
 
 def test_an_api_error_after_the_last_reply_is_a_failure_even_with_exit_code_0():

@@ -40,19 +40,37 @@ def test_worker_channels_in_order_with_memory_load_events(sandbox):
                                    "learnings": ["Run tests with make check"]}]}}
     assert sandbox.start("s1", [task("T-1", "First"), task("T-2", "Second"), task("T-3", "Third")], scenario).returncode == 0
     prompt = prompts(sandbox, "worker", "T-2")[0]
-    order = ["Task T-2: Second", "From AGENTS.md:\nUse tabs.", "From CLAUDE.md:\nPrefer pathlib.",
+    order = ["From AGENTS.md:\nUse tabs.", "From CLAUDE.md:\nPrefer pathlib.",
              "The whole plan, for context only", "   T-1: First\n-> T-2: Second\n   T-3: Third",
-             "Recent outcomes:", "T-1 done (1 attempt(s)): First", "Your notes from earlier work",
-             "- layout: Entry point is main.py"]
+             "Your notes from earlier work", "- layout: Entry point is main.py",
+             "Recent outcomes:", "T-1 done (1 attempt(s)): First", "Task T-2: Second"]
     positions = [prompt.index(marker) for marker in order]
-    assert positions == sorted(positions) and prompt.startswith("Task T-2: Second\n")
+    assert positions == sorted(positions) and prompt.startswith("From AGENTS.md:\n")
     assert "more detail" not in prompt, "the index shows only each note's first line"
     channels = {d["channel"]: d for d in loads(sandbox, "worker", "T-2")}
-    assert list(channels) == ["task", "conventions", "plan", "journal", "verdicts", "notes", "retry"]
+    assert list(channels) == ["conventions", "plan", "notes", "journal", "task", "verdicts", "retry"]
     assert channels["verdicts"]["present"] is False and channels["notes"]["present"] is True
     assert all(d["truncated"] is False for d in channels.values())
     assert (sandbox.session_dir("s1") / "kb" / "layout.md").exists()
     assert "layout" not in git(sandbox.repo, "ls-tree", "-r", "--name-only", "session/s1")
+
+
+def test_consecutive_worker_prompts_share_the_stable_channels_as_their_prefix(sandbox):
+    """Provider prefix caches serve the longest start two requests share: the conventions must
+    lead, the task come after the journal, and a retry differ only from the verdicts on."""
+    conventions_repo(sandbox, {"AGENTS.md": "Use tabs.\n" * 50})
+    scenario = {"tasks": {"T-2": [{"verdict": REJECT}, {"write": {"{task}.txt": "x\n"}}]},
+                "default": [{"write": {"{task}.txt": "x\n"}}]}
+    plan = [task("T-1", "First"), task("T-2", "Second"), task("T-3", "Third")]
+    assert sandbox.start("s1", plan, scenario).returncode == 0
+    (second, retry), (third,) = prompts(sandbox, "worker", "T-2"), prompts(sandbox, "worker", "T-3")
+    across_tasks = os.path.commonprefix([second, third])
+    assert across_tasks.startswith("From AGENTS.md:\n" + "Use tabs.\n" * 49)
+    assert "The whole plan, for context only" in across_tasks and "   T-1: First\n" in across_tasks
+    assert "Recent outcomes:" not in across_tasks and "Task T-" not in across_tasks
+    across_attempts = os.path.commonprefix([second, retry])
+    assert "Recent outcomes:" in across_attempts and "Task T-2: Second" in across_attempts
+    assert across_attempts.endswith("Acceptance criteria:\n- T-2 is done\n") and "edge case X" in retry
 
 
 @pytest.mark.slow
@@ -134,7 +152,7 @@ def test_learnings_are_proposed_per_task_and_never_touch_agents_md(sandbox):
     assert git(sandbox.repo, "show", "session/s1:AGENTS.md") == "Rules.\n"
     assert sum(e["type"] == "learnings_proposed" for e in sandbox.events("s1")) == 2
     learning_prompt = prompts(sandbox, "self_improvement", "T-1")[0]
-    assert learning_prompt.startswith("Task T-1: Add CLI") and "NONE" in learning_prompt
+    assert learning_prompt.startswith("From AGENTS.md:\nRules.\n\nTask T-1: Add CLI") and "NONE" in learning_prompt
 
 
 @pytest.mark.slow

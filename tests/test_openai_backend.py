@@ -57,7 +57,7 @@ def test_whole_task_through_worker_tools_and_evaluator(sandbox, fake, model_env)
     assert entry["case"]["summary"] == "Wrote hello.py printing 1." and entry["verdict"]["verdict"] == "accept"
 
     worker, evaluator = bodies(fake, "worker"), bodies(fake, "evaluator")
-    assert first_user(worker[0]).startswith("Task T-1: Say hello\n")
+    assert "\n\nTask T-1: Say hello\n" in first_user(worker[0])
     assert first_user(evaluator[0]).startswith("Task T-1: Say hello\n")
     assert "+print(1)" in first_user(evaluator[0]) and "Wrote hello.py printing 1." in first_user(evaluator[0])
     assert {t["function"]["name"] for t in evaluator[0]["tools"]} == {"read_file", "list_files", "grep",

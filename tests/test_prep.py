@@ -274,7 +274,7 @@ def test_start_carries_the_seed_into_every_worker_prompt(sandbox, fake, model_en
         assert "Scope notes:\n- Only the greet command changes" in prompt
         assert "Blockers:\n- Nobody owns the CI config" in prompt and "- Should errors be JSON too?" in prompt
         assert "interviewer" not in prompt and "JSON lines" not in prompt  # bookkeeping and answers stay out
-        assert prompt.index("The whole plan") < prompt.index("Background from the interview") < \
+        assert prompt.index("Background from the interview") < prompt.index("The whole plan") < \
             prompt.index("Recent outcomes")
 
     # --prd alone takes the seed-meta.json beside it; a tight budget cuts the channel visibly

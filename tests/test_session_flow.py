@@ -76,7 +76,7 @@ def test_reject_then_accept_records_the_ledger(sandbox):
     assert len(commits) == 1 and commits[0]["iterations"] == "2"
     prompts = [prompt_of(e["data"], sandbox.session_dir("s1")) for e in sandbox.events("s1")
                if e["type"] == "prompt_assembled" and e["data"]["role"] == "worker"]
-    assert prompts[0].startswith("Task T-1: Task T-1\n")
+    assert "\n\nTask T-1: Task T-1\n" in prompts[0]
     assert "no test covers it" not in prompts[0]
     assert "no test covers it" in prompts[1] and "add a test" in prompts[1]
 

@@ -1,7 +1,7 @@
 """Money and bounds: prices from genai-prices with `[prices]` over them, cached tokens at their rate,
 no silent unpriced run under a $ cap, a token cap that needs no price, and spend and token caps
 checked after every model call (tilth's own loop) and as a CLI agent streams (the `command` agent's
-usage lines). Real `tilth` sessions against the local Chat Completions server (tests/fake_openai.py)."""
+usage lines, aider's cost lines). Real `tilth` sessions against the local Chat Completions server (tests/fake_openai.py)."""
 
 from __future__ import annotations
 
@@ -173,6 +173,40 @@ def test_the_command_agents_spend_counts_and_it_is_killed_once_its_usage_crosses
     assert [r["stopped"] for r in runs] == [None, "max_spend_usd reached"]
     status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
     assert status["cost_usd"] == pytest.approx(3.0) and status["caps"]["max_spend_usd"]["reached"] is True
+
+
+AIDER_STAND_IN = r'''#!{python}
+import sys, time
+# aider 0.86.2's own lines with --no-pretty --no-stream: a banner, then a reply and a Tokens line per exchange
+print("Aider v0.86.2\nModel: openai/aider-model with whole edit format\nGit repo: none\nRepo-map: disabled", flush=True)
+print("I will start.\n\nTokens: 1.2k sent, 300 received. Cost: $0.90 message, $0.90 session.", flush=True)
+print("Going on.\n\nTokens: 1.5k sent, 310 received. Cost: $1.20 message, $2.10 session.", flush=True)
+time.sleep(60)  # a long run: the cap must stop it, not its end
+'''
+
+
+def test_aiders_cost_lines_count_as_it_streams_and_it_is_killed_once_they_cross_the_cap(sandbox, fake, model_env):
+    config(sandbox, "[prices.evaluator]\nprompt = 0\ncompletion = 0\n"
+                    '[prices."openai/aider-model"]\nprompt = 1\ncompletion = 1\n')
+    aider = sandbox.root / "aider"
+    aider.write_text(AIDER_STAND_IN.format(python=PYTHON))
+    aider.chmod(0o755)
+    (sandbox.root / "aider-home").mkdir()
+    started = time.monotonic()
+    result = start(sandbox, {**model_env, "TILTH_WORKER_BACKEND": "aider", "TILTH_AIDER_BIN": str(aider),
+                             "TILTH_AIDER_ARGS": "--model openai/aider-model", "TILTH_PREFLIGHT": "false",
+                             "TILTH_SANDBOX": "off", "HOME": str(sandbox.root / "aider-home"),
+                             "TILTH_MAX_SPEND_USD": "2"})
+    took = time.monotonic() - started
+    assert result.returncode == 3 and "max_spend_usd" in result.stdout, result.stdout + result.stderr
+    assert took < 40, f"aider was killed at the cap, not waited for ({took:.0f} s)"
+    [run] = [e["data"] for e in sandbox.events("s1") if e["type"] == "agent_run"]
+    assert run["stopped"] == "max_spend_usd reached", run
+    [counted] = calls(sandbox)
+    assert (counted["cost_usd"], counted["cost_source"], counted["prompt_tokens"], counted["completion_tokens"]) == \
+        (2.10, "provider", 2700, 610)
+    status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
+    assert status["cost_usd"] == pytest.approx(2.10) and status["caps"]["max_spend_usd"]["reached"] is True
 
 
 def test_a_streaming_claude_run_is_killed_within_a_turn_of_the_cap_and_its_streamed_turns_are_counted(

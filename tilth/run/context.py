@@ -234,6 +234,8 @@ def checks_block(checks: list[CheckResult], failing_before: list[str] = ()) -> s
 
 def assemble(src: Sources, role: str, task: Task, iteration: int | None,
              channels: list[tuple[str, str, int]]) -> str:
+    """`channels` go in the order given: what stays the same from task to task first (conventions,
+    seed), what changes per task or attempt last, so a provider's prefix cache serves the start."""
     parts = []
     for name, text, limit in channels:
         shown, truncated = cap(text, limit, name)
@@ -252,15 +254,15 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
     retry = ("Your earlier edits for this task are still in the working tree; continue from them and address "
              "the reviewer's concerns.") if history else ""
     return assemble(src, "worker", task, iteration, [
-        ("task", task_block(task), TASK_CHARS),
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
-        ("plan", plan_prose(plan, task, s.plan_chars), max(s.plan_chars, 1000)),
         *([("seed", seed_block(seed), s.seed_chars)] if (seed := session_seed(src)) else []),
+        ("plan", plan_prose(plan, task, s.plan_chars), max(s.plan_chars, 1000)),
+        ("notes", notes_index(src.notes), s.kb_index_chars),
+        ("journal", journal_or_summary(src), s.journal_chars),
         *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
         *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
-        ("journal", journal_or_summary(src), s.journal_chars),
+        ("task", task_block(task), TASK_CHARS),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
-        ("notes", notes_index(src.notes), s.kb_index_chars),
         ("retry", retry, 400),
     ])
 
@@ -270,8 +272,8 @@ def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None
                      failing_before: list[str] = ()) -> str:
     s = src.settings
     return assemble(src, "evaluator", task, iteration, [
-        ("task", task_block(task), TASK_CHARS),
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
+        ("task", task_block(task), TASK_CHARS),
         *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
         *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
         ("case", case_block(case), TASK_CHARS),
@@ -290,8 +292,8 @@ def learning_prompt(src: Sources, task: Task, outcome: str, history: list[Ledger
            "(conventions, gotchas, commands that work)? Reply with at most 5 lines starting with '- ', "
            "or NONE if nothing is worth keeping.")
     return assemble(src, "self_improvement", task, None, [
-        ("task", task_block(task), TASK_CHARS),
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
+        ("task", task_block(task), TASK_CHARS),
         ("outcome", result, TASK_CHARS),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
         ("ask", ask, 1000),

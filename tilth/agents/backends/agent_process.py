@@ -3,13 +3,13 @@ the sandbox, bounded by a wall-clock timeout that kills the whole group, by MAX_
 output and by `max_processes` processes at once (`agents/bounds.py`).
 
 stdout and stderr are pipes read as the bytes arrive: every stdout line goes (redacted) to
-`sessions/<id>/agents/<stem>.stdout` as it arrives, and every JSON line to `on_line`, so a
-stream reader can turn the agent's events into journal events live. stderr is kept whole
-(redacted) in `<stem>.stderr`. The moment stdout and stderr together pass MAX_OUTPUT_BYTES the
-agent is stopped as `too much output`; the logs never hold more than that. stdin is the prompt
-file, never an open pipe (an agent that reads stdin to EOF would hang on one). When `on_line`
-returns a reason (a cap crossed by the usage streamed so far), the whole group is killed at once
-and the run is `stopped` with that reason.
+`sessions/<id>/agents/<stem>.stdout` as it arrives, and every JSON line to `on_line` (every line,
+as `{"text": line}`, for an agent with plain output), so a stream reader can turn the agent's
+events into journal events live. stderr is kept whole (redacted) in `<stem>.stderr`. The moment
+stdout and stderr together pass MAX_OUTPUT_BYTES the agent is stopped as `too much output`; the
+logs never hold more than that. stdin is the prompt file, never an open pipe (an agent that reads
+stdin to EOF would hang on one). When `on_line` returns a reason (a cap crossed by the usage
+streamed so far), the whole group is killed at once and the run is `stopped` with that reason.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ class Finished:
 
 
 class _Lines:
-    """The agent's stdout as it comes: each whole line to its log (redacted) and, when it is JSON, to
-    `on_line`; the last KEEP_CHARS kept."""
+    """The agent's stdout as it comes: each whole line to its log (redacted) and, when it is JSON (or
+    `plain`: every line, as `{"text": line}`), to `on_line`; the last KEEP_CHARS kept."""
 
-    def __init__(self, log, on_line: Callable[[dict], str | None] | None):
-        self.log, self.on_line = log, on_line
+    def __init__(self, log, on_line: Callable[[dict], str | None] | None, plain: bool = False):
+        self.log, self.on_line, self.plain = log, on_line, plain
         self.stop_reason: str | None = None
         self.bytes = 0
         self.partial: list[bytes] = []
@@ -75,23 +75,24 @@ class _Lines:
         self.kept += len(line)
         while self.kept > KEEP_CHARS and len(self.tail) > 1:
             self.kept -= len(self.tail.pop(0))
-        if self.on_line is not None and line.startswith(b"{"):
-            event = parse_object(line)
+        if self.on_line is not None and (self.plain or line.startswith(b"{")):
+            event = {"text": line.decode(errors="replace").rstrip("\r\n")} if self.plain else parse_object(line)
             if event is not None and (reason := self.on_line(event)) and self.stop_reason is None:
                 self.stop_reason = reason
 
 
 def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, timeout: float, logs: Path, stem: str,
               on_line: Callable[[dict], str | None] | None = None,
-              max_processes: int | None = DEFAULT_MAX_PROCESSES) -> Finished:
-    """Run to the end (or the timeout); raises OSError when the agent cannot be started."""
+              max_processes: int | None = DEFAULT_MAX_PROCESSES, plain_lines: bool = False) -> Finished:
+    """Run to the end (or the timeout); raises OSError when the agent cannot be started.
+    `plain_lines`: every stdout line goes to `on_line` as `{"text": line}`, JSON or not."""
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{stem}.stdout"
     write_atomic(log, b"")
     started = time.monotonic()
     errors, to_errors = collected()
     with open(stdin, "rb") as prompt, open(log, "ab") as out:
-        lines = _Lines(out, on_line)
+        lines = _Lines(out, on_line, plain_lines)
         code, stopped = run_bounded(argv, cwd, env, prompt, (lines, to_errors), timeout, max_processes)
         lines.finish()
     write_atomic(logs / f"{stem}.stderr", bytes(errors))

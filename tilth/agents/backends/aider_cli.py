@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from tilth.agents.backends.agent_stream import AgentReport, Limit, cut
+from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
 
 AIDER_ENV = ("OPENAI_API_KEY", "OPENAI_API_BASE", "OPENAI_ORGANIZATION", "ANTHROPIC_API_KEY",
              "OPENROUTER_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY", "AIDER_", "LITELLM_")
@@ -91,6 +91,42 @@ def _count(text: str) -> int:
     return round(float(text[:-1]) * 1000) if text.endswith("k") else int(text)
 
 
+class AiderUsage:
+    """aider's usage as it prints it, line by line: each `Tokens:` line is one exchange with the
+    model (its counts summed), the `Cost: ... session.` figure on it or on the line after is the
+    run's cost so far. Fed every stdout line live as `{"text": line}` (`Launch.plain_output`), so
+    the spend cap counts aider while it runs; `read_aider_output` reads the whole output with it."""
+
+    def __init__(self) -> None:
+        self._report = AgentReport()
+        self.rounded = False
+        """A count was printed rounded (`1.2k`)."""
+        self._cost_lines = 0
+
+    def feed(self, event: dict) -> list[Step]:
+        self.line(str(event.get("text", "")))
+        return []
+
+    def line(self, line: str) -> bool:
+        """Take one line; whether it was a `Tokens:` line."""
+        report = self._report
+        if report.model is None and (model := _MODEL.match(line)):
+            report.model = model["model"]
+        if tokens := _TOKENS.match(line):
+            report.prompt_tokens = (report.prompt_tokens or 0) + _count(tokens["sent"])
+            report.completion_tokens = (report.completion_tokens or 0) + _count(tokens["received"])
+            report.turns = (report.turns or 0) + 1
+            self.rounded = self.rounded or tokens["sent"].endswith("k") or tokens["received"].endswith("k")
+            self._cost_lines = 2  # this line and the next, where a narrow console wraps it
+        if self._cost_lines and (cost := _COST.search(line)):
+            report.cost_usd = float(cost["session"])
+        self._cost_lines = max(0, self._cost_lines - 1)
+        return tokens is not None
+
+    def report(self) -> AgentReport:
+        return self._report
+
+
 def read_aider_output(stdout: str, stderr: str, exit_code: int) -> AgentReport:
     """How one aider run went, from its plain stdout/stderr and exit code.
 
@@ -99,25 +135,16 @@ def read_aider_output(stdout: str, stderr: str, exit_code: int) -> AgentReport:
     exited non-zero, when its output ends in an API error (aider exits 0 then), or when no reply
     arrived; it ended on a limit only when that final error is a rate limit or out of credit."""
     lines = [line.rstrip() for line in stdout.splitlines()]
-    report = AgentReport(events=len(lines))
-    sent = received = 0
-    rounded = False
+    usage = AiderUsage()
     last_tokens = None
     for index, line in enumerate(lines):
-        if report.model is None and (model := _MODEL.match(line)):
-            report.model = model["model"]
-        if tokens := _TOKENS.match(line):
-            sent += _count(tokens["sent"])
-            received += _count(tokens["received"])
-            rounded = rounded or tokens["sent"].endswith("k") or tokens["received"].endswith("k")
+        if usage.line(line):
             last_tokens = index
-        if last_tokens is not None and index <= last_tokens + 1 and (cost := _COST.search(line)):
-            report.cost_usd = float(cost["session"])
+    report = usage.report()
+    report.events = len(lines)
     if last_tokens is not None:
-        report.prompt_tokens, report.completion_tokens = sent, received
-        report.turns = sum(1 for line in lines if _TOKENS.match(line))
         report.final_text = _reply_before(lines, last_tokens)
-        if rounded:
+        if usage.rounded:
             report.extra["tokens_rounded"] = True
 
     after = lines[last_tokens + 1:] if last_tokens is not None else lines

@@ -6,7 +6,7 @@ evaluator and the learner, the agent's own config directory writable, nothing el
 stream becomes `agent_step` events as it runs and one `model_call` event at the end (tokens
 and cost from the agent's own report, else the price table), so status, the report and the
 spend cap count it. Its usage is also read as it streams (Claude's turns, Codex's
-`turn.completed`, a `command` agent's usage lines): once that takes the session over its spend
+`turn.completed`, aider's `Tokens:`/`Cost:` lines, a `command` agent's usage lines): once that takes the session over its spend
 or token cap, the agent's process group is killed and the run counted as far as it got. A run
 that crashes, exits non-zero or times out raises `AgentFailed` (a rejected iteration); one that
 ends on a usage limit raises `UsageLimited` (the session pauses).
@@ -85,7 +85,8 @@ class CliAgent:
             try:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
                                  prompt_file if spec.stdin_is_prompt else Path(os.devnull), timeout,
-                                 at.events.path.parent / "agents", stem, on_line, max_processes=at.sandbox.max_processes)
+                                 at.events.path.parent / "agents", stem, on_line, max_processes=at.sandbox.max_processes,
+                                 plain_lines=spec.plain_output)
             except OSError as exc:
                 raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
         if walled and done.stopped == "timeout":

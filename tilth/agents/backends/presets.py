@@ -54,7 +54,9 @@ class Launch:
     writable: list[Path] = field(default_factory=list)
     """The agent's own config/auth directories, bound writable inside the sandbox."""
     reader: StreamReader | None = None
-    """Reads its JSON stdout live (its steps and the usage so far); None: plain output."""
+    """Reads its stdout live (its steps and the usage so far); None: nothing is read live."""
+    plain_output: bool = False
+    """Every stdout line goes to `reader` as `{"text": line}` (aider); else only its JSON lines, parsed."""
     finish: Callable[[str, str, int], AgentReport] | None = None
     """Reads the whole output at the end, when set (aider, `command`); else the reader's report is the end."""
     model: str | None = None
@@ -162,14 +164,14 @@ def codex_model(settings: Settings) -> str | None:
 
 
 def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path, home: Path | None) -> Launch:
-    from tilth.agents.backends.aider_cli import aider_argv, read_aider_output
+    from tilth.agents.backends.aider_cli import AiderUsage, aider_argv, read_aider_output
 
     user = shlex.split(settings.aider_args)
     argv = aider_argv(binary("aider", settings), str(prompt_file), user, read_only=role != "worker")
     state = agent_config_dir(home, ".aider", Path.home() / ".aider") if home is not None else Path.home() / ".aider"
     state.mkdir(exist_ok=True)  # its analytics id and caches, written at every start
-    return Launch(argv, env, [state], finish=read_aider_output, model=_flag(user, "--model"), prompt_argument=True,
-                  stdin_is_prompt=False)
+    return Launch(argv, env, [state], reader=AiderUsage(), finish=read_aider_output, model=_flag(user, "--model"),
+                  prompt_argument=True, stdin_is_prompt=False, plain_output=True)
 
 
 def _command(role: str, settings: Settings, env: dict[str, str], prompt_file: Path) -> Launch:
