@@ -71,7 +71,7 @@ def test_a_known_model_is_priced_without_prices_and_cached_tokens_at_the_cached_
     fake.enqueue("gpt-4.1-mini", reply(tool_calls=[ACCEPT], usage={
         "prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010, "prompt_tokens_details": {"cached_tokens": 600}}))
     env = {**model_env, "TILTH_WORKER_MODEL": "gpt-4o-mini", "TILTH_EVALUATOR_MODEL": "gpt-4.1-mini",
-           "TILTH_MAX_SPEND_USD": "5"}
+           "TILTH_MAX_SPEND_USD": "5", "TILTH_FINAL_REVIEW": "false"}  # about the task's two calls' prices
     result = start(sandbox, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "bounds: spend $5" in result.stdout
