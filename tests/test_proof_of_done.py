@@ -316,7 +316,8 @@ def test_an_unscripted_final_review_accepts_labelled_as_scripted_even_when_the_d
     reviews = [e["data"] for e in sandbox.events("s1") if e["type"] == "final_review"]
     assert [(r["verdict"], r["backend"], r["findings"]) for r in reviews] == [("accept", "scripted", [])]
     assert reviews[0]["concern"].startswith("scripted backend: the scenario scripts no final review")
-    assert "Final review of the whole diff: no findings" in report(sandbox, "s1")
+    assert "Final review of the whole diff: no findings (scripted backend: the scenario scripts no final review" \
+        in report(sandbox, "s1")
 
 
 def test_no_final_review_when_a_task_failed(sandbox):
