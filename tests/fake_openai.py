@@ -9,6 +9,9 @@ drive the real SDK point `base_url` at this server instead:
 
 Responses are scripted per model (FIFO), with a model=None fallback queue and an optional
 handler; `reply()` is rendered as SSE or as a plain chat.completion depending on the request.
+A session's final review (tilth/run/final_review.py) that nothing is scripted for gets an accept
+that uses no tokens and costs nothing, so a test that is not about it still ends with a deterministic
+"no findings" and the same token and cost totals (one more request and `model_call` event, though).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from dataclasses import dataclass
 
 from fake_http import Handler, ScriptedServer, delay, halves, openai_error, openai_model, openai_models
 from fake_http import Response as _Response
+from tilth.run.final_review import ASK as FINAL_REVIEW_ASK
 
 __all__ = ["DEFAULT_USAGE", "Response", "call", "SUBMIT", "ACCEPT", "reply", "fault", "raw", "drop", "delay",
            "FakeOpenAI"]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,14 @@ class FakeOpenAI(ScriptedServer):
         `model_not_found` for any other); default: list the scripted models, no `/models/<id>`.
         `api_key`: answer 401 `invalid_api_key` to any request without it."""
         super().__init__(models, api_key)
+
+    def _pick(self, body: dict | None) -> _Response:
+        if isinstance(body, dict) and FINAL_REVIEW_ASK in json.dumps(body.get("messages")):
+            with self._lock:
+                scripted = self._queues.get(body.get("model")) or self._queues.get(None) or self._handler
+            if not scripted:
+                return reply(tool_calls=[ACCEPT], usage=NO_USAGE, cost=0.0)
+        return super()._pick(body)
 
     def __enter__(self) -> FakeOpenAI:
         return super().__enter__()

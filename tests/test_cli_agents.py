@@ -145,7 +145,8 @@ def test_the_openai_worker_is_judged_by_codex_which_cannot_write(sandbox, fake, 
     assert sandbox.ledger("cx", "T-1")[0]["verdict"]["verdict"] == "accept"
     commands = [e["data"] for e in of_type(sandbox, "cx", "agent_step") if e["data"]["kind"] == "command"]
     assert commands and commands[0]["role"] == "evaluator"
-    calls = [e["data"] for e in of_type(sandbox, "cx", "model_call") if e["data"]["role"] == "evaluator"]
+    calls = [e["data"] for e in of_type(sandbox, "cx", "model_call")
+             if e["data"]["role"] == "evaluator" and e["task"] == "T-1"]  # not the final review's
     assert len(calls) == 1 and calls[0]["prompt_tokens"] == 1200 and calls[0]["completion_tokens"] == 50
     assert calls[0]["cost_source"] == "price_table", "Codex reports no cost: the price table prices it"
     assert calls[0]["cost_usd"] == pytest.approx((1200 * 2.0 + 50 * 10.0) / 1_000_000)

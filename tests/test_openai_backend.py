@@ -67,8 +67,10 @@ def test_whole_task_through_worker_tools_and_evaluator(sandbox, fake, model_env)
     assert "hello.py" in tool_result["content"] and not tool_result["content"].startswith("error")
     assert "print(1)" in evaluator[1]["messages"][-1]["content"]
 
-    calls = [e["data"] for e in sandbox.events("s1") if e["type"] == "model_call"]
-    assert len(calls) == 4 and all(c["total_tokens"] == 15 and c["latency_ms"] >= 0 for c in calls)
+    calls = [e for e in sandbox.events("s1") if e["type"] == "model_call"]
+    assert [e["task"] for e in calls] == ["T-1"] * 4 + ["final-review"], "the session ends with the final review"
+    calls = [e["data"] for e in calls[:4]]
+    assert all(c["total_tokens"] == 15 and c["latency_ms"] >= 0 for c in calls)
     assert calls[-1]["cost_usd"] == 0.25 and calls[-1]["cost_source"] == "provider"
     assert calls[0]["cost_source"] == "unknown"
 
@@ -130,7 +132,7 @@ def test_malformed_arguments_unknown_tools_and_length_cutoffs_reach_the_model(sa
 def test_step_cap_without_a_case_is_a_no_case_rejection(sandbox, fake, model_env):
     fake.enqueue("worker", *[reply(tool_calls=[call("list_files")])] * 2, reply(tool_calls=[WRITE, case()]))
     fake.enqueue("evaluator", reply(tool_calls=[verdict()]))
-    env = {**model_env, "TILTH_WORKER_MAX_STEPS": "2"}
+    env = {**model_env, "TILTH_WORKER_MAX_STEPS": "2", "TILTH_FINAL_REVIEW": "false"}  # counts the task's calls
     assert start(sandbox, env).returncode == 0
     entries = sandbox.ledger("s1", "T-1")
     assert entries[0]["case"] is None and entries[0]["verdict"]["category"] == "no_case"
@@ -214,7 +216,8 @@ def test_streaming_mode_runs_a_whole_task(sandbox, fake, model_env):
     assert result.returncode == 0, result.stdout + result.stderr
     assert all(b.get("stream") is True for b in bodies(fake, "worker") + bodies(fake, "evaluator"))
     assert git(sandbox.repo, "show", "session/s1:hello.py") == "print(1)\n"
-    assert all(e["data"]["total_tokens"] == 15 for e in sandbox.events("s1") if e["type"] == "model_call")
+    task_calls = [e["data"] for e in sandbox.events("s1") if e["type"] == "model_call" and e["task"] == "T-1"]
+    assert len(task_calls) == 3 and all(c["total_tokens"] == 15 for c in task_calls)  # the final review's used none
 
 
 @pytest.mark.slow

@@ -281,7 +281,7 @@ REVIEW = {"verdict": {"verdict": "reject", "concern": "two findings",
 
 def test_the_final_reviews_findings_reach_the_report_and_the_pr_body(sandbox):
     scenario = {"tasks": {"final-review": [REVIEW]}}
-    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_FINAL_REVIEW": "true"})
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario)  # on by default
     assert result.returncode == 0, result.stderr
     reviews = [e for e in sandbox.events("s1") if e["type"] == "final_review"]
     assert len(reviews) == 1 and reviews[0]["data"]["findings"] == REVIEW["verdict"]["evidence"]
@@ -296,16 +296,36 @@ def test_the_final_reviews_findings_reach_the_report_and_the_pr_body(sandbox):
 
 def test_the_final_review_is_off_by_setting_and_can_add_follow_up_tasks(sandbox):
     scenario = {"tasks": {"final-review": [REVIEW]}}
-    off = sandbox.start("s1", [task("T-1")], scenario)
+    off = sandbox.start("s1", [task("T-1")], scenario, env={"TILTH_FINAL_REVIEW": "false"})
     assert off.returncode == 0 and not [e for e in sandbox.events("s1") if e["type"] == "final_review"]
-    on = sandbox.start("s2", [task("T-1")], scenario, env={"TILTH_FINAL_REVIEW": "true",
-                                                          "TILTH_FINAL_REVIEW_TASKS": "true"})
+    assert "Final review" not in report(sandbox, "s1")
+    on = sandbox.start("s2", [task("T-1")], scenario, env={"TILTH_FINAL_REVIEW_TASKS": "true"})
     assert on.returncode == 0, on.stderr
     assert sandbox.statuses("s2") == {"T-1": "done", "REVIEW-1": "done", "REVIEW-2": "done"}
     plan = {t["id"]: t for t in sandbox.plan("s2")}
     assert "a.txt and b.txt hold the same helper" in plan["REVIEW-1"]["description"]
     reviews = [e["data"] for e in sandbox.events("s2") if e["type"] == "final_review"]
     assert [r["tasks_added"] for r in reviews] == [["REVIEW-1", "REVIEW-2"], []]  # follow-ups only once
+
+
+def test_an_unscripted_final_review_accepts_labelled_as_scripted_even_when_the_default_step_rejects(sandbox):
+    reject = {"verdict": {"verdict": "reject", "concern": "the default step rejects"}}
+    scenario = {"tasks": {"T-1": [{"write": {"a.txt": "a\n"}}]}, "default": [reject]}
+    result = sandbox.start("s1", [task("T-1")], scenario)
+    assert result.returncode == 0, result.stderr
+    reviews = [e["data"] for e in sandbox.events("s1") if e["type"] == "final_review"]
+    assert [(r["verdict"], r["backend"], r["findings"]) for r in reviews] == [("accept", "scripted", [])]
+    assert reviews[0]["concern"].startswith("scripted backend: the scenario scripts no final review")
+    assert "Final review of the whole diff: no findings (scripted backend: the scenario scripts no final review" \
+        in report(sandbox, "s1")
+
+
+def test_no_final_review_when_a_task_failed(sandbox):
+    reject = {"verdict": {"verdict": "reject", "concern": "never good enough"}}
+    scenario = {"tasks": {"T-2": [reject], "final-review": [REVIEW]}}
+    result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env={"TILTH_MAX_ITERATIONS_PER_TASK": "1"})
+    assert result.returncode != 0 and sandbox.statuses("s1") == {"T-1": "done", "T-2": "failed"}
+    assert not [e for e in sandbox.events("s1") if e["type"] == "final_review"]
 
 
 # --- the rules themselves, in process -----------------------------------------------------

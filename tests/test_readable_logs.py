@@ -78,6 +78,42 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
     assert len(tail.stdout.splitlines()) == 3 < len(logs.stdout.splitlines())
 
 
+def test_logs_show_the_verify_commands_the_baseline_and_the_final_review_in_one_line_each(sandbox):
+    hello = {"text": "hello.txt says hello", "verify": "grep -q hello hello.txt"}
+    review = {"verdict": {"verdict": "reject", "concern": "one finding",
+                          "evidence": ["a.txt duplicates hello.txt: keep one"]}}
+    scenario = {"tasks": {"T-1": [{"write": {"hello.txt": "hello\n"}}], "final-review": [review]}}
+    result = sandbox.start("s1", [task("T-1", acceptance_criteria=[hello])], scenario, "--check", "test -f README.md")
+    assert result.returncode == 0, result.stdout + result.stderr
+    head = next(e["data"]["head"] for e in sandbox.events("s1") if e["type"] == "final_review")
+    lines = body(sandbox.tilth("logs", "s1").stdout)
+    base = next(line for line in lines if line.startswith("baseline on the base commit "))
+    assert re.fullmatch(r"baseline on the base commit [0-9a-f]{7}: 1 check\(s\), 1 verify command\(s\); "
+                        r"already failing: grep -q hello hello.txt", base), base
+    assert "[T-1 #1] verify grep -q hello hello.txt: pass (hello.txt says hello)" in lines
+    at = lines.index(f"final review of {head[:7]}: 1 finding(s)")
+    assert lines[at + 1] == "  - a.txt duplicates hello.txt: keep one"
+    for kind in ("verifies_run", "baseline_recorded", "final_review"):
+        assert f"{kind}:" not in "\n".join(lines), kind
+
+
+def test_a_skipped_baseline_and_a_failed_final_review_read_as_one_line_each():
+    from tilth.views.readable import Readable
+
+    def event(kind: str, **data) -> dict:
+        return {"ts": "2026-01-01T00:00:00.000Z", "type": kind, "task": None, "iter": None, "data": data}
+
+    readable = Readable()
+    assert readable.lines(event("baseline_skipped", reason="the worktree has uncommitted changes")) == [
+        "no baseline on the base commit (the worktree has uncommitted changes): every failing check blocks"]
+    assert readable.lines(event("final_review", head="0123456789", backend="openai", verdict=None, concern="",
+                                findings=[], error="the evaluator endpoint refused", tasks_added=[])) == [
+        "final review of 0123456 not done: the evaluator endpoint refused"]
+    assert readable.lines(event("final_review", head="0123456789", backend="scripted", verdict="accept",
+                                concern="scripted backend: no model", findings=[], error=None, tasks_added=[])) == [
+        "final review of 0123456: no findings (scripted backend: no model)"]
+
+
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
 ACCEPTED = {"verdict": "accept", "category": "none"}
 SCENARIO = {"tasks": {

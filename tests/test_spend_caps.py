@@ -71,7 +71,7 @@ def test_a_known_model_is_priced_without_prices_and_cached_tokens_at_the_cached_
     fake.enqueue("gpt-4.1-mini", reply(tool_calls=[ACCEPT], usage={
         "prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010, "prompt_tokens_details": {"cached_tokens": 600}}))
     env = {**model_env, "TILTH_WORKER_MODEL": "gpt-4o-mini", "TILTH_EVALUATOR_MODEL": "gpt-4.1-mini",
-           "TILTH_MAX_SPEND_USD": "5"}
+           "TILTH_MAX_SPEND_USD": "5", "TILTH_FINAL_REVIEW": "false"}  # about the task's two calls' prices
     result = start(sandbox, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "bounds: spend $5" in result.stdout
@@ -104,6 +104,19 @@ def test_a_token_cap_needs_no_price_and_stops_within_the_call_that_crosses_it(sa
     assert "bounds: no spend cap, 40 tokens" in result.stdout
     status = json.loads(sandbox.tilth("status", "s1", "--json").stdout)
     assert status["state"] == "stopped" and status["caps"]["max_tokens_total"]["reached"] is True
+
+
+def test_a_cap_crossed_by_the_final_review_loses_only_the_review_and_the_session_is_done(sandbox, fake, model_env):
+    fake.enqueue("worker", reply(tool_calls=[write("hello.txt")]), reply(tool_calls=[SUBMIT]))
+    fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]), reply(tool_calls=[ACCEPT]))
+    result = start(sandbox, {**model_env, "TILTH_MAX_TOKENS_TOTAL": "50"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(calls(sandbox)) == 4, "15 tokens a call: the task takes 45, the review's call crosses 50"
+    [review] = [e["data"] for e in sandbox.events("s1") if e["type"] == "final_review"]
+    assert review["verdict"] is None and "max_tokens_total reached (60 >= 50)" in review["error"], review
+    assert sandbox.statuses("s1") == {"T-1": "done"}
+    report = (sandbox.session_dir("s1") / "report.md").read_text()
+    assert "Final review of the whole diff: not done (max_tokens_total reached" in report, report
 
 
 def test_the_built_in_loop_stops_within_the_call_that_crosses_the_spend_cap_and_resume_goes_on(sandbox, fake,

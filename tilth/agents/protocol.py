@@ -53,6 +53,10 @@ class WorkerJob:
     """pre_tool hooks every tool call passes through first."""
 
 
+FINAL_REVIEW_ID = "final-review"
+"""The task id of the evaluation job that reviews a whole session (`run/final_review.py`)."""
+
+
 @dataclass(frozen=True)
 class EvaluationJob:
     session_id: str

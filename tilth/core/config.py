@@ -219,9 +219,10 @@ class Settings(BaseModel):
     checks: list[str] = Field(default_factory=list)
     """Commands run in the worktree before each evaluation; a failing one blocks acceptance (unless it
     already failed at the base commit for the same tests: docs/formats.md, "Proof of done")."""
-    final_review: bool = False
-    """When a run ends with tasks done, the evaluator reviews the session's whole diff and plan; its findings
-    go to report.md and the PR body (one more evaluator call per run that ends with new commits)."""
+    final_review: bool = True
+    """When a run ends with tasks done and none failed, the evaluator reviews the session's whole diff and plan;
+    its findings go to report.md and the PR body (one more evaluator call per run that ends with new commits).
+    False turns it off."""
     final_review_tasks: bool = False
     """Turn the final review's findings into follow-up tasks (`REVIEW-<n>`) of the plan, once per session."""
     verify_timeout_s: float = Field(300.0, gt=0)

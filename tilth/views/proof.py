@@ -22,7 +22,8 @@ def proof_lines(t: SessionTally) -> list[str]:
         if t.final_review_error:
             lines.append(f"Final review of the whole diff: not done ({t.final_review_error})")
         elif not t.final_review:
-            lines.append("Final review of the whole diff: no findings")
+            lines.append("Final review of the whole diff: no findings"
+                         + (f" ({t.final_review_concern})" if t.final_review_concern else ""))
         else:
             lines.append("Final review of the whole diff (the evaluator, across every task):")
             lines += [f"- {finding}" for finding in t.final_review]

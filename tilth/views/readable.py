@@ -108,6 +108,11 @@ class Readable:
             "tool_call": self._tool,
             "hook_run": self._hook,
             "checks_run": lambda d: [_check(r) for r in d.get("results", [])],
+            "verifies_run": lambda d: [_verify(r) for r in d.get("results", [])],
+            "baseline_recorded": _baseline,
+            "baseline_skipped": lambda d: f"no baseline on the base commit ({short(d.get('reason'))}): "
+                                          "every failing check blocks",
+            "final_review": _final_review,
             "scripted_step": _scripted,
             "worker_done": lambda d: None if d.get("made_case") else f"worker failed: {short(d['failed'])}"
                                      if d.get("failed") else f"worker asks a person: {short(d['asked'])}"
@@ -225,9 +230,34 @@ def _is_pre_tool(event: dict[str, Any]) -> bool:
 
 
 def _check(result: dict[str, Any]) -> str:
-    code = result.get("exit_code")
-    outcome = "pass" if code == 0 else "FAIL (timed out)" if code is None else f"FAIL (exit {code})"
-    return f"check {short(result.get('command'), ARGUMENT_CHARS)}: {outcome}"
+    return f"check {short(result.get('command'), ARGUMENT_CHARS)}: {_outcome(result.get('exit_code'))}"
+
+
+def _outcome(code: object) -> str:
+    return "pass" if code == 0 else "FAIL (timed out)" if code is None else f"FAIL (exit {code})"
+
+
+def _verify(result: dict[str, Any]) -> str:
+    return (f"verify {short(result.get('command'), ARGUMENT_CHARS)}: {_outcome(result.get('exit_code'))}"
+            f" ({short(result.get('criterion'), ARGUMENT_CHARS)})")
+
+
+def _baseline(data: dict[str, Any]) -> str:
+    checks, verifies = data.get("checks") or [], data.get("verifies") or []
+    failing = [short(c.get("command"), ARGUMENT_CHARS) for c in checks + verifies if c.get("exit_code") != 0]
+    return (f"baseline on the base commit {_sha(data, 'commit')}: {len(checks)} check(s), {len(verifies)} verify "
+            f"command(s); " + (f"already failing: {', '.join(failing)}" if failing else "all pass"))
+
+
+def _final_review(data: dict[str, Any]) -> list[str]:
+    if data.get("error"):
+        return [f"final review of {_sha(data, 'head')} not done: {short(data['error'])}"]
+    findings = data.get("findings") or []
+    head = f"final review of {_sha(data, 'head')}: " + (f"{len(findings)} finding(s)" if findings else "no findings")
+    head += f" ({short(data['concern'])})" if data.get("concern") and not findings else ""
+    added = data.get("tasks_added") or []
+    head += f"; follow-up tasks added: {', '.join(added)}" if added else ""
+    return [head] + [f"  - {short(f)}" for f in findings]
 
 
 def _scripted(data: dict[str, Any]) -> str:

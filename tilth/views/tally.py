@@ -136,6 +136,8 @@ class SessionTally:
     final_review: tuple[str, ...] | None = None
     """The last final review's findings (the evaluator over the whole diff); None when none ran."""
     final_review_error: str = ""
+    final_review_concern: str = ""
+    """What an accepting final review said anyway (the scripted backend says no model looked)."""
 
     @property
     def done(self) -> int:
@@ -310,6 +312,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         failing_before=_failing_before(baseline),
         final_review=tuple(review["data"].get("findings") or ()) if review else None,
         final_review_error=str(review["data"].get("error") or "") if review else "",
+        final_review_concern=str(review["data"].get("concern") or "") if review else "",
     )
 
 

@@ -10,8 +10,9 @@ A step: {"write": {path: content}, "delete": [path], "run": [shell command],
          "notes": {name: text}, "case": {...} | null,
          "needs_human": {"question": ..., "context": ...} | null,
          "verdict": {"verdict": "accept"|"reject"|"needs_human", "question": ..., ...}, "learnings": [text]}
-Iteration n uses step n (the last step repeats). `{task}` in paths and content is
-replaced by the task id. Commands run in the worktree with TILTH_TASK and TILTH_ITER set,
+Iteration n uses step n (the last step repeats). The session's final review is the task
+`final-review`; unless the scenario lists it, it accepts (labelled as scripted). `{task}` in
+paths and content is replaced by the task id. Commands run in the worktree with TILTH_TASK and TILTH_ITER set,
 confined exactly like a model's `bash` calls (same sandbox, same stripped environment).
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from tilth.agents.protocol import Backend, EvaluationJob, LearningJob, WorkerJob
+from tilth.agents.protocol import FINAL_REVIEW_ID, Backend, EvaluationJob, LearningJob, WorkerJob
 from tilth.agents.tools.shell import run_command
 from tilth.core.errors import BadInput
 from tilth.core.faults import checkpoint
@@ -116,11 +117,17 @@ class ScriptedWorker:
         return Case(summary=f"Scripted change for {job.task.id}: {job.task.title}", criteria=criteria)
 
 
+UNSCRIPTED_REVIEW = Verdict(verdict="accept", concern="scripted backend: the scenario scripts no final review, "
+                                                      "so it accepts without looking (no model reviewed the session)")
+
+
 class ScriptedEvaluator:
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
 
     def evaluate(self, job: EvaluationJob) -> Verdict:
+        if job.task.id == FINAL_REVIEW_ID and FINAL_REVIEW_ID not in self.scenario.tasks:
+            return UNSCRIPTED_REVIEW  # `default` steps script the plan's tasks, not the review
         return self.scenario.step(job.task.id, job.iteration).verdict
 
 
