@@ -9,13 +9,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel
 
 from tilth.agents.confinement import Confinement
 from tilth.agents.tools.shell import run_command
 from tilth.store.baseline import Baseline
 from tilth.store.events import EventLog, document
-from tilth.store.ledger import Verdict
+from tilth.store.ledger import CommandRun, Verdict
 from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
 document({"checks_run": "deterministic checks ran before the evaluator; data.results: command, exit_code, run_id "
@@ -40,23 +39,11 @@ def failing_ids(output: str, exit_code: int | None) -> list[str] | None:
     return ids or None
 
 
-class CheckResult(BaseModel):
-    command: str
-    exit_code: int | None
-    """None when the command timed out."""
-    output_tail: str
-    run_id: str | None = None
-    """The script artifact under the session's `runs/`, when one was written."""
+class CheckResult(CommandRun):
+    """A `--check` command's run; `failing_ids` when its output names failing tests."""
+
     failing_ids: list[str] | None = None
     """The failing test ids its output names (`failing_ids`); None when not parseable."""
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
-
-    @property
-    def status(self) -> str:
-        return "timed out" if self.exit_code is None else f"exit {self.exit_code}"
 
 
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str | None,

@@ -92,10 +92,9 @@ def worker_question(asked: Question) -> Verdict:
     return Verdict(verdict="needs_human", category=WORKER_QUESTION, question=asked.question, concern=asked.context)
 
 
-class VerifyResult(BaseModel):
-    """One acceptance criterion's `verify` command, run by tilth on an attempt (or on the base commit)."""
+class CommandRun(BaseModel):
+    """A command tilth ran itself in the worktree (a check, a verify): its exit and output tail."""
 
-    criterion: str
     command: str
     exit_code: int | None
     """None when the command timed out."""
@@ -111,6 +110,12 @@ class VerifyResult(BaseModel):
     def status(self) -> str:
         """`exit 0`, `exit 1`, `timed out`."""
         return "timed out" if self.exit_code is None else f"exit {self.exit_code}"
+
+
+class VerifyResult(CommandRun):
+    """One acceptance criterion's `verify` command, run by tilth on an attempt (or on the base commit)."""
+
+    criterion: str
 
 
 class LedgerEntry(BaseModel):
