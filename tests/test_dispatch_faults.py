@@ -61,7 +61,7 @@ def paused(cluster, name: str) -> list[int]:
 @pytest.mark.timeout(300)
 def test_a_frozen_push_landing_after_a_takeover_leaves_the_session_owned_and_is_never_overwritten(cluster):
     for name in ("w1", "w2"):
-        cluster.environ[name] = {"TILTH_TEST_PAUSE_AT": "before_push@T-2"}
+        cluster.environ[name] = {"TILTH_TEST_PAUSE_AT": "before_push@T-2", "TILTH_TEST_FAULTS": "1"}
     cluster.worker("w1")
     cluster.start("lp")
     wait_until(cluster.root, lambda: paused(cluster, "w1"), "w1 to reach its T-2 push", 60)

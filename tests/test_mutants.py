@@ -190,7 +190,8 @@ def test_the_evaluator_call_cap_counts_only_evaluator_calls(sandbox):
                        reply(tool_calls=[verdict("accept")]))
         env = {"TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": "sk-test-cap-0123456789",
                "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_RETRY_BASE_DELAY": "0",
-               "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": "2"}
+               "TILTH_MAX_EVALUATOR_CALLS_PER_TASK": "2",
+               "TILTH_FINAL_REVIEW": "false"}  # the session's final review is one more evaluator call, not the task's
         prd = sandbox.write_json("prd.json", [task("T-1")])
         result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(prd), "--id", "s1", "--foreground",
                                env=env)

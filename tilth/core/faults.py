@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
 
 POINTS = {
     "worker": "the worker has edited the worktree but not returned its case",
@@ -46,13 +48,36 @@ def checkpoint(point: str, task_id: str) -> None:
     if wanted is None or wanted not in (point, f"{point}@{task_id}"):
         return
     assert point in POINTS, point
-    # Blocked before the announcement, so a signal sent the moment it is read is not lost.
     signals = {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT}
+    if threading.current_thread() is threading.main_thread():
+        received = _wait_in_main_thread(point, signals)
+    else:
+        received = _wait_in_this_thread(point, signals)
+    if received != signal.SIGUSR1:
+        signal.raise_signal(received)  # to the process's own handler: a stop at the next safe point
+
+
+def _wait_in_main_thread(point: str, signals: set[signal.Signals]) -> int:
+    """Handlers, not a blocked mask: the test's signal is process-directed, and another thread of the
+    process (a lease renewer) that does not block it would otherwise take it and die of it."""
+    got: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in signals}
+    try:
+        print(f"tilth: paused at {point} pid={os.getpid()}", file=sys.stderr, flush=True)
+        while not got:
+            time.sleep(0.02)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return got[0]
+
+
+def _wait_in_this_thread(point: str, signals: set[signal.Signals]) -> int:
+    # Blocked before the announcement, so a signal sent the moment it is read is not lost.
     signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         print(f"tilth: paused at {point} pid={os.getpid()}", file=sys.stderr, flush=True)
         received = signal.sigwait(signals)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
-    if received != signal.SIGUSR1:
-        signal.raise_signal(received)  # to the process's own handler: a stop at the next safe point
+    return received
