@@ -126,6 +126,7 @@ def test_plan_broken_mid_run_stops_the_session_resumably(sandbox):
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
 
 
+@pytest.mark.slow
 def test_dirty_or_detached_checkouts_need_an_explicit_base(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1")])
     args = ["start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend", "scripted",

@@ -169,6 +169,7 @@ def test_run_refuses_at_and_points_to_start(sandbox):
 EDITOR_SCRIPT = "import os, sys\nopen(sys.argv[1], 'w').write(os.environ['NEW_PLAN'])\n"
 
 
+@pytest.mark.slow
 def test_start_names_the_live_plan_and_plan_edit_saves_only_a_valid_one(sandbox):
     started = sandbox.start("s1", [task("T-1")])
     assert started.returncode == 0, started.stderr

@@ -58,6 +58,7 @@ def start(sandbox, model_env, mode: str, plan: list[dict], **env: str):
                                               "TILTH_PREFLIGHT": "false", **env}), repo
 
 
+@pytest.mark.slow
 def test_a_cli_agent_does_the_work_and_the_openai_evaluator_judges_it(sandbox, fake, model_env):
     fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
     result, repo = start(sandbox, model_env, "ok", [task("T-1")])
@@ -76,6 +77,7 @@ def test_a_cli_agent_does_the_work_and_the_openai_evaluator_judges_it(sandbox, f
     assert f"[T-1 #1] agent {PYTHON}: exit 0, " in result.stdout and "case parsed" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_agent_that_fails_is_a_rejected_iteration_and_the_next_attempt_goes_on(sandbox, fake, model_env):
     fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
     result, repo = start(sandbox, model_env, "fail-first", [task("T-1")])

@@ -271,6 +271,7 @@ def test_settings_travel_with_the_session_not_with_the_supervisor(sandbox, daemo
     assert recorded["keys"] == ["api_key"] and MODEL_KEY not in (sandbox.session_dir("s1") / "session.json").read_text()
 
 
+@pytest.mark.slow
 def test_a_key_the_supervisor_lacks_is_refused_at_start_and_a_runner_without_it_stops(sandbox, daemon, model_env):
     keyless = {k: v for k, v in model_env.items() if k != "TILTH_API_KEY"}
     start_supervisor(sandbox, env=keyless)

@@ -89,6 +89,7 @@ def test_an_old_session_recorded_with_continue_after_failure_keeps_its_meaning(s
     assert sandbox.statuses("s1") == {"T-1": "failed", "T-2": "pending"}, "it stops at the failure, as it did"
 
 
+@pytest.mark.slow
 def test_blocked_state_survives_a_kill_9_and_the_run_goes_on(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2", depends_on=["T-1"]), task("T-3")])
     scenario = sandbox.write_json("scenario.json", T1_FAILS)

@@ -191,6 +191,7 @@ def test_a_bad_answer_is_refused_in_one_line_and_nothing_is_written(sandbox):
     assert sandbox.statuses("s1")["T-002"] == "parked" and record(sandbox, "s1")["state"] == "waiting"
 
 
+@pytest.mark.slow
 def test_the_openai_worker_and_evaluator_park_through_their_tools(sandbox, fake, model_env):
     from fake_openai import SUBMIT, call, reply
 

@@ -94,6 +94,7 @@ def test_a_verify_runs_confined_like_the_workers_commands(sandbox):
     assert sandbox.ledger("s1", "T-1")[0]["verifies"][0]["exit_code"] == 0
 
 
+@pytest.mark.slow
 def test_a_verify_past_its_timeout_fails(sandbox):
     plan = [task("T-1", acceptance_criteria=[{"text": "quick", "verify": "sleep 30"}])]
     result = sandbox.start("s1", plan, None, env={**ONE_TRY, "TILTH_VERIFY_TIMEOUT_S": "1"})
@@ -187,6 +188,7 @@ def pytest_repo(tmp_path: Path) -> Path:
     ("def test_new():\n    assert True\n", "done"),
     ("def test_new():\n    assert False\n", "failed"),
 ])
+@pytest.mark.slow
 def test_failing_test_ids_are_compared_with_the_baseline(sandbox, pytest_repo, new_test, outcome):
     """The check failed at base for test_old_bug; the same failure does not block, a new one does."""
     shutil.rmtree(sandbox.repo)
@@ -201,6 +203,7 @@ def test_failing_test_ids_are_compared_with_the_baseline(sandbox, pytest_repo, n
         assert "newly failing: tests/test_new.py::test_new" in concern
 
 
+@pytest.mark.slow
 def test_the_baseline_is_recorded_once_and_survives_resume(sandbox):
     plan = [task("T-1", acceptance_criteria=[HELLO])]
     first = sandbox.start("s1", plan, {"tasks": {"T-1": [{"write": {"hello.txt": "bye\n"}},
@@ -254,6 +257,7 @@ def test_a_change_the_task_allows_passes(sandbox, tested_repo):
 
 # --- doctor -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_doctor_reads_the_baseline_and_the_verify_results_of_the_ledger(sandbox):
     plan = [task("T-1", acceptance_criteria=[HELLO])]
     result = sandbox.start("s1", plan, {"tasks": {"T-1": [{"write": {"hello.txt": "hello\n"}}]}},

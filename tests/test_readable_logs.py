@@ -31,6 +31,7 @@ def body(log: str) -> list[str]:
     return [line[9:] for line in log.splitlines()]
 
 
+@pytest.mark.slow
 def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
     server, env = model
     server.enqueue("worker", reply(tool_calls=[call("bash", command="git commit -qam x")]),

@@ -39,6 +39,7 @@ def calls(sandbox, session: str = "s1") -> list[dict]:
     return [e["data"] for e in sandbox.events(session) if e["type"] == "model_call"]
 
 
+@pytest.mark.slow
 def test_an_unpriced_model_with_a_spend_cap_is_refused_in_one_line_creating_nothing(sandbox, fake, model_env):
     result = start(sandbox, {**model_env, "TILTH_MAX_SPEND_USD": "0.60"})
     assert result.returncode == 2, result.stdout + result.stderr
@@ -61,6 +62,7 @@ def test_an_unpriced_model_with_a_spend_cap_is_refused_in_one_line_creating_noth
     assert "bounds: no spend cap" in result.stdout and "nothing bounds what this night spends" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_known_model_is_priced_without_prices_and_cached_tokens_at_the_cached_rate(sandbox, fake, model_env):
     # gpt-4o-mini: $0.15 input, $0.075 cached input, $0.60 output per million (genai-prices' bundled data);
     # gpt-4.1-mini has a [prices] entry that overrides the library's, cached_prompt included
@@ -94,6 +96,7 @@ def test_an_unknown_price_key_is_an_error(sandbox, model_env):
     assert len(result.stderr.strip().splitlines()) == 1 and not (sandbox.home / "sessions" / "s1").exists()
 
 
+@pytest.mark.slow
 def test_a_token_cap_needs_no_price_and_stops_within_the_call_that_crosses_it(sandbox, fake, model_env):
     fake.enqueue("worker", *[reply(tool_calls=[write(f"f{i}.txt")]) for i in range(10)])
     result = start(sandbox, {**model_env, "TILTH_MAX_TOKENS_TOTAL": "40"})
@@ -106,6 +109,7 @@ def test_a_token_cap_needs_no_price_and_stops_within_the_call_that_crosses_it(sa
     assert status["state"] == "stopped" and status["caps"]["max_tokens_total"]["reached"] is True
 
 
+@pytest.mark.slow
 def test_a_cap_crossed_by_the_final_review_loses_only_the_review_and_the_session_is_done(sandbox, fake, model_env):
     fake.enqueue("worker", reply(tool_calls=[write("hello.txt")]), reply(tool_calls=[SUBMIT]))
     fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]), reply(tool_calls=[ACCEPT]))
@@ -119,6 +123,7 @@ def test_a_cap_crossed_by_the_final_review_loses_only_the_review_and_the_session
     assert "Final review of the whole diff: not done (max_tokens_total reached" in report, report
 
 
+@pytest.mark.slow
 def test_the_built_in_loop_stops_within_the_call_that_crosses_the_spend_cap_and_resume_goes_on(sandbox, fake,
                                                                                              model_env):
     # $0.10 a call (10 prompt tokens at $10,000 per million), a 40-step worker turn, a $0.35 cap
@@ -165,6 +170,7 @@ print("```")
 '''
 
 
+@pytest.mark.slow
 def test_the_command_agents_spend_counts_and_it_is_killed_once_its_usage_crosses_the_cap(sandbox, fake, model_env):
     config(sandbox, "[prices.evaluator]\nprompt = 0\ncompletion = 0\n")
     (sandbox.repo / "tools").mkdir()
@@ -222,6 +228,7 @@ def test_aiders_cost_lines_count_as_it_streams_and_it_is_killed_once_they_cross_
     assert status["cost_usd"] == pytest.approx(2.10) and status["caps"]["max_spend_usd"]["reached"] is True
 
 
+@pytest.mark.slow
 def test_a_streaming_claude_run_is_killed_within_a_turn_of_the_cap_and_its_streamed_turns_are_counted(
         sandbox, fake, model_env):
     import fake_anthropic as fa
@@ -259,6 +266,7 @@ time.sleep(300)
 '''
 
 
+@pytest.mark.slow
 def test_the_wall_clock_cap_also_ends_a_cli_agent_run_that_hangs(sandbox, fake, model_env):
     from supervised import alive
 
@@ -279,6 +287,7 @@ def test_the_wall_clock_cap_also_ends_a_cli_agent_run_that_hangs(sandbox, fake, 
     assert not (sandbox.session_dir("s1") / "ledger" / "T-1.jsonl").exists(), "not a rejected attempt: a capped one"
 
 
+@pytest.mark.slow
 def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_independent_task_gets_done(sandbox):
     def rejected(n: int) -> dict:
         return {"write": {"t1.txt": f"try {n}\n"}, "case": {"summary": f"try {n}"},
@@ -305,6 +314,7 @@ def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_indepen
     assert len(sandbox.ledger("s2", "T-1")) == 5 and sandbox.statuses("s2")["T-1"] == "failed"
 
 
+@pytest.mark.slow
 def test_attempts_per_task_have_a_total_across_resumes_that_a_resume_must_raise(sandbox):
     scenario = {"tasks": {"T-1": [{"write": {"t1.txt": "x\n"}, "case": {"summary": "try"},
                                    "verdict": {"verdict": "reject", "category": "weak_test", "concern": "thin"}}]}}

@@ -42,6 +42,7 @@ def test_a_note_sent_mid_task_reaches_the_next_tasks_prompts_and_not_the_current
     assert len(read["taken"]) == 2
 
 
+@pytest.mark.slow
 def test_a_bad_note_is_refused_in_one_line_and_nothing_is_written(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1")])
     assert sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",

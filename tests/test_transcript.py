@@ -24,6 +24,7 @@ def blocks(text: str) -> list[str]:
                       r"- execution_result:\n```text\n.*?\n```\n", text, re.S | re.M)
 
 
+@pytest.mark.slow
 def test_a_session_with_a_reject_a_check_and_a_kill_reads_as_one_record(sandbox):
     plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2")])
     scenario = sandbox.write_json("scenario.json", SCENARIO)
