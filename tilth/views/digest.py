@@ -42,7 +42,10 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     m = RELATIVE.match(text or "")
     if m:
-        return now - timedelta(**{UNITS[m[2]]: int(m[1])})
+        try:
+            return now - timedelta(**{UNITS[m[2]]: int(m[1])})
+        except OverflowError:  # further back than datetime reaches (year 1)
+            raise BadInput(f"--since {text!r} reaches back before the year 1; give a shorter span") from None
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
