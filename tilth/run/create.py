@@ -28,8 +28,8 @@ from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.core.faults import checkpoint
 from tilth.core.travel import keys_in_use, session_view
 from tilth.git.worktree_git import worktree_name
-from tilth.git.gitops import (GitError, check_checkout, create_worktree, open_source_repo, reclaim_worktree,
-                              remove_worktree, resolve_commit)
+from tilth.git.gitops import (GitError, check_checkout, check_writable, create_worktree, open_source_repo,
+                              reclaim_worktree, remove_worktree, resolve_commit)
 from tilth.store.creating import CreationIntent, Staging, begin, claim_orphans
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths, check_session_id, ensure_home, session_paths, tilth_home
@@ -71,6 +71,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))
     repo = open_source_repo(repo_path)
+    check_writable(repo)
     if base_rev is None:
         check_checkout(repo)
     base = resolve_commit(repo, base_rev or "HEAD")
