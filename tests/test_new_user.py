@@ -139,6 +139,7 @@ def test_preflight_refuses_a_rejected_key_and_creates_nothing(sandbox):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "rejected the key (401: Incorrect API key provided.)" in lines[0], lines
+    assert f"preflight: asking {fake.base_url} for the model list (up to 10s;" in result.stdout, "a sign of life"
     assert "sk-test-0123456789" not in result.stderr
     assert_nothing_created(sandbox)
 

@@ -179,6 +179,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
 
     from tilth.agents.backends.interview import Interview, tasks_without_criteria
     from tilth.cli.inputs import repository
+    from tilth.cli.liveness import waiting
     from tilth.core.clock import iso, utc_now
     from tilth.core.config import load_settings
     from tilth.git.gitops import open_source_repo
@@ -214,7 +215,8 @@ def cmd_prep(args: argparse.Namespace) -> int:
 
     events = EventLog(out / "prep-events.jsonl")
     interview = Interview(settings, events, root, answerer, args.max_steps,
-                          progress=lambda line: print(f"  ({line})", file=sys.stderr, flush=True), review=warnings)
+                          progress=lambda line: print(f"  ({line})", file=sys.stderr, flush=True), review=warnings,
+                          waiting=waiting)
     print(f"prep: interviewing {interview.model} about {root} (HEAD {head[:12]}); output: {out}", flush=True)
     started = iso()
     record = out / "interview.md"

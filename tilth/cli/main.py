@@ -80,7 +80,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         if dispatching:
             return cmd_dispatch.start(args, plan_file, seed, backend_choice(args, settings), settings, say)
         paths = create_session(repo, plan_file, args.id, args.base,
-                               backend_choice(args, settings), settings, checks, notify=say, seed_dir=seed)
+                               backend_choice(args, settings), settings, checks, notify=say, seed_dir=seed,
+                               progress=lambda line: print(line, flush=True))
     finally:
         done_with_plan()
     print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)

@@ -48,9 +48,10 @@ def new_session_id() -> str:
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
                    backend: BackendChoice, settings: Settings, checks: list[str] = (),
                    notify: Callable[[str], None] | None = None, seed_dir: Path | None = None,
-                   home: Path | None = None) -> SessionPaths:
-    """`notify` gets one line per interrupted creation reclaimed on the way. The `tilth prep` record
-    (seed-meta.json) is taken from `seed_dir`, where it must be, else from beside the plan if there."""
+                   home: Path | None = None, progress: Callable[[str], None] | None = None) -> SessionPaths:
+    """`notify` gets one line per interrupted creation reclaimed on the way; `progress` a line before a
+    slow check (the model endpoints' preflight). The `tilth prep` record (seed-meta.json) is taken from
+    `seed_dir`, where it must be, else from beside the plan if there."""
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
     if plan_bytes is None:
         raise BadInput(f"plan file {prd_file} does not exist; pass --prd a prd.json")
@@ -76,7 +77,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
         check_checkout(repo)
     base = resolve_commit(repo, base_rev or "HEAD")
     if backend.name in ("openai", "agents") and settings.preflight:
-        preflight(settings)
+        preflight(settings, progress)
     for line in unpriced_notes:  # said once the start is sure to go ahead, never beside a refusal
         if notify is not None:
             notify(line)
