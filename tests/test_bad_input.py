@@ -195,6 +195,7 @@ def test_a_config_toml_that_is_a_directory_is_refused(sandbox):
     (sandbox.home / "config.toml").mkdir(parents=True)
     config = sandbox.tilth("config")
     one_line_refusal(config, "config.toml is not a file")
+    one_line_refusal(sandbox.tilth("status"), "config.toml is not a file")
     one_line_refusal(sandbox.tilth(*start_args(sandbox, "--foreground")), "config.toml is not a file")
     assert_nothing_created(sandbox)
 
@@ -279,3 +280,12 @@ def subprocess_in(sandbox, cwd, *args):
 
     return subprocess.run([sys.executable, "-m", "tilth", *args], env=sandbox.env, capture_output=True, text=True,
                           timeout=60, cwd=cwd)
+
+
+@pytest.mark.parametrize("command, said", [
+    (["wait", "--timeout", "nan"], "--timeout nan:"), (["wait", "--timeout=-1"], "--timeout -1:"),
+    (["daemon", "stop", "--timeout", "inf"], "--timeout inf:"), (["daemon", "--rescan", "0"], "--rescan 0:"),
+])
+def test_a_number_of_seconds_that_is_not_one_is_refused(sandbox, command, said):
+    one_line_refusal(sandbox.tilth(*command), said, "give a finite number of seconds")
+    assert not (sandbox.home / "daemon.pid").exists()

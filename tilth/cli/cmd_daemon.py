@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from tilth.cli.inputs import seconds
 from tilth.cli.pick import ID_HELP, pick_paths, pick_session
 from tilth.cli.stderr import say
 from tilth.core.errors import BadInput
@@ -74,6 +75,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from tilth.store.home import tilth_home
 
     home = tilth_home()
+    seconds(args.timeout, "--timeout")
+    seconds(args.rescan, "--rescan", least=0.1)
     if args.action == "status":
         return daemon_status(home)
     if args.action == "stop":
@@ -150,6 +153,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
     from tilth.cli import cmd_dispatch
 
+    seconds(args.timeout, "--timeout")
     if args.ids and len(args.ids) == 1 and (found := cmd_dispatch.remote_state(args.ids[0])):
         return cmd_dispatch.wait(found, args.ids[0], args.timeout)
     sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]

@@ -21,6 +21,8 @@ def dispatch_settings():
     try:
         if b"dispatch" not in config.read_bytes():
             return None
+    except IsADirectoryError:
+        pass  # load_settings refuses it in one line: a config that is not a file is never ignored
     except OSError:
         return None
     from tilth.core.config import load_settings

@@ -1,6 +1,6 @@
 """What a command's arguments name, resolved before anything is created: the repository (`--repo`,
 default the one holding the current directory), the plan (`--prd`: a file, or a directory holding
-prd.json) and the `--check` commands (none blank). Each refusal is one BadInput line."""
+prd.json), the `--check` commands (none blank) and a number of seconds. Each refusal is one BadInput line."""
 
 from __future__ import annotations
 
@@ -43,4 +43,13 @@ def checks(given: list[str]) -> list[str]:
         if not command.strip():
             raise BadInput(f"--check #{number} is empty; give the command to run (e.g. --check \"pytest -q\") "
                            "or leave the option out")
+    return given
+
+
+def seconds(given: float | None, option: str, least: float = 0.0) -> float | None:
+    """A `--timeout`-like option: absent, or a finite number of seconds of at least `least` (nan and inf refused)."""
+    import math
+
+    if given is not None and not (math.isfinite(given) and given >= least):
+        raise BadInput(f"{option} {given:g}: give a finite number of seconds, at least {least:g}")
     return given
