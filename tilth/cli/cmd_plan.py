@@ -126,14 +126,15 @@ def plan_for_start(prd: Path) -> tuple[Path, Callable[[], None]]:
     from tilth.cli.inputs import plan_file
     from tilth.cli.plan_import import read_plan
 
-    if prd != (prd := plan_file(prd)):
-        said(f"read {prd}")
+    given, prd = prd, plan_file(prd)
     if not prd.exists():
         return prd, lambda: None
     plan = read_plan(prd)
     if plan.fmt == "tilth":
+        if prd != given:
+            said(f"read {prd}")
         return prd, lambda: None
-    said(plan.said)
+    said(f"{plan.said} from {prd}" if prd != given else plan.said)
     tmp = tempfile.mkdtemp(prefix="tilth-plan-")
     converted = Path(tmp) / "prd.json"
     converted.write_bytes(plan.data)
