@@ -51,18 +51,21 @@ from tilth.store.rollup import Rollup
 
 document(
     {
-        "model_call": "one completed model request; data: role, model, prompt_tokens (input, cached and "
-                      "cache-write ones included), cached_tokens (read from the provider's prompt cache), "
-                      "cache_write_tokens (written to it), completion_tokens, "
-                      "total_tokens (each a count, or null when the provider's figure was missing or unusable), "
-                      "usage_known (false when the prompt or completion count was missing or unusable: the "
-                      "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
-                      "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
-                      "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; price_table: "
-                      "[prices] in config.toml, else genai-prices, cached and cache-write tokens at their own rates; "
-                      "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
-                      "finish_reason",
-        "cap_reached": "a spend, token, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
+        "model_call": ("one completed model request; data: role, model, prompt_tokens (input, cached and "
+                       "cache-write ones included), cached_tokens (read from the provider's prompt cache), "
+                       "cache_write_tokens (written to it), completion_tokens, "
+                       "total_tokens (each a count, or null when the provider's figure was missing or unusable), "
+                       "usage_known (false when the prompt or completion count was missing or unusable: the "
+                       "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
+                       "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
+                       "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; price_table: "
+                       "[prices] in config.toml, else genai-prices, cached and cache-write tokens at their own rates; "
+                       "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
+                       "finish_reason",
+                       "role model prompt_tokens cached_tokens cache_write_tokens completion_tokens total_tokens "
+                       "usage_known usage_problem latency_ms cost_usd cost_source finish_reason"),
+        "cap_reached": ("a spend, token, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
+                        "cap limit value"),
     }
 )
 

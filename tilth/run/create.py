@@ -38,7 +38,7 @@ from tilth.store.prd import load_plan
 from tilth.store.seed_meta import FILE_NAME as SEED_META, read_seed_bytes
 from tilth.store.session import BackendChoice, SessionRecord
 
-document({"session_created": "the session dir, branch and worktree were created; data: base, branch"})
+document({"session_created": ("the session dir, branch and worktree were created; data: base, branch", "base branch")})
 
 
 def new_session_id() -> str:
