@@ -45,8 +45,17 @@ def _constants(node: ast.expr) -> set[str]:
     raise Unreadable(ast.unparse(node))
 
 
-def _keys(node: ast.expr) -> list[str]:
-    """The keys of a `**` argument: a dict display, or a conditional between them."""
+def _keys(node: ast.expr, function: ast.AST | None) -> list[str]:
+    """The keys of a `**` argument: a dict display or `dict(...)` call, a conditional between them,
+    or a local name assigned once from one of those in the same function."""
+    if isinstance(node, ast.Name) and function is not None:
+        assigned = [a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)]
+        if len(assigned) == 1:
+            return _keys(assigned[0], None)
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict" and not node.args \
+            and all(k.arg is not None for k in node.keywords):
+        return [str(k.arg) for k in node.keywords]
     if isinstance(node, ast.Dict):
         found: list[str] = []
         for key in node.keys:
@@ -55,7 +64,7 @@ def _keys(node: ast.expr) -> list[str]:
             found += sorted(_constants(key))
         return found
     if isinstance(node, ast.IfExp):
-        return _keys(node.body) + _keys(node.orelse)
+        return _keys(node.body, function) + _keys(node.orelse, function)
     raise Unreadable(ast.unparse(node))
 
 
@@ -90,7 +99,8 @@ def emitted(source: str, where: str) -> list[Emitted]:
             continue
         try:
             types = _constants(kind)
-            fields = [name for k in node.keywords for name in ([k.arg] if k.arg is not None else _keys(k.value))]
+            fields = [name for k in node.keywords
+                      for name in ([k.arg] if k.arg is not None else _keys(k.value, enclosing))]
         except Unreadable as exc:
             raise AssertionError(f"{at}: the event's type or fields are not spelled out ({exc}); write them as "
                                  "string constants so this test can read them") from None
@@ -158,6 +168,9 @@ def test_the_scan_catches_an_unregistered_type_and_an_undeclared_field() -> None
         assert problems(emitted("def f(log):\n    log.emit('registry_probe', known=1)\n", "ok.py")) == []
         with pytest.raises(AssertionError, match="not spelled out"):
             emitted("def f(log, data):\n    log.emit('registry_probe', **data)\n", "dyn.py")
+        local = "def f(log):\n    data = dict(known=1, more=2)\n    log.emit('registry_probe', **data)\n"
+        assert problems(emitted(local, "local.py")) == ["local.py:3: 'registry_probe' emits more, not declared in "
+                                                        "its document() fields"]
         with pytest.raises(AssertionError, match="add it to EMITTERS"):
             emitted("def relay(log, kind):\n    log.emit(kind)\n", "relay.py")
     finally:
