@@ -6,6 +6,7 @@ and each leaves an event in the session's journal.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, Callable
 
@@ -245,7 +246,7 @@ def record_settings(paths: SessionPaths, overrides: dict[str, Any], keys: list[s
         changed.extend(sorted(name for name in merged if record.settings.get(name) != merged[name]))
         updates: dict[str, Any] = {"settings": merged, "keys": sorted({*record.keys, *keys})}
         if backend and backend != record.backend.name:
-            updates["backend"] = record.backend.model_copy(update={"name": backend})
+            updates["backend"] = dataclasses.replace(record.backend, name=backend)
             changed.append("backend")
         return updates if changed or updates["keys"] != record.keys else None
 
