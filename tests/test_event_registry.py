@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import tilth
+from tilth.cli import events_doc
 from tilth.store.events import DOCUMENTED, document, fields_of
 
 SOURCE = Path(tilth.__file__).parent
@@ -117,10 +116,7 @@ def all_emitted() -> list[Emitted]:
 
 @functools.cache
 def load_registry() -> None:
-    """Every module imported, so every `document()` call has run."""
-    for module in pkgutil.walk_packages(tilth.__path__, "tilth."):
-        if not module.name.endswith("__main__"):
-            importlib.import_module(module.name)
+    events_doc.load_registry()
 
 
 def problems(found: list[Emitted]) -> list[str]:
@@ -176,3 +172,14 @@ def test_the_scan_catches_an_unregistered_type_and_an_undeclared_field() -> None
     finally:
         del DOCUMENTED["registry_probe"]
 
+
+def test_a_declaration_that_is_not_two_strings_is_refused() -> None:
+    with pytest.raises(TypeError, match="two strings"):
+        document({"registry_probe": (("meaning", "field"), "field")})
+    assert "registry_probe" not in DOCUMENTED
+
+
+
+def test_docs_events_md_is_generated_from_the_registry() -> None:
+    text = (SOURCE.parent / "docs" / "events.md").read_text()
+    assert text == events_doc.reference(), "docs/events.md is stale: python -m tilth.cli.events_doc > docs/events.md"

@@ -24,7 +24,8 @@ class EventType:
     """One registered event type: what it means and the fields its `data` may hold."""
 
     meaning: str
-    fields: frozenset[str]
+    fields: tuple[str, ...]
+    """In the order declared."""
 
 
 DOCUMENTED: dict[str, EventType] = {}
@@ -46,12 +47,14 @@ def document(types: Mapping[str, Declared]) -> None:
     Plain data, so a module below store/ (`core/notify_send.EVENTS`) can declare its own."""
     for name, declared in types.items():
         meaning, fields = (declared, "") if isinstance(declared, str) else declared
-        DOCUMENTED[name] = EventType(meaning, frozenset(fields.split()))
+        if not isinstance(meaning, str) or not isinstance(fields, str):
+            raise TypeError(f"event type {name!r}: declare it as (meaning, \"field field ...\"), two strings")
+        DOCUMENTED[name] = EventType(meaning, tuple(fields.split()))
 
 
 def fields_of(kind: str) -> frozenset[str]:
     """The data fields a registered type may carry (its own and `COMMON_FIELDS`)."""
-    return DOCUMENTED[kind].fields | COMMON_FIELDS
+    return frozenset(DOCUMENTED[kind].fields) | COMMON_FIELDS
 
 
 class AppendHook(Protocol):

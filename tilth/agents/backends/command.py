@@ -36,16 +36,14 @@ from tilth.store.learnings import parse_proposals
 from tilth.store.ledger import Case, Question, Verdict
 
 document({
-    "agent_run": (("a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
-                   "duration_ms, stdout_bytes, stderr_bytes, case, verdict or answer (parsed|built|none), session (the "
-                   "agent's own session id), error, limit (a usage limit it hit), log",
-                   "role agent command exit_code stopped duration_ms stdout_bytes stderr_bytes case verdict answer session "
-                   "error limit log"),
-                  "role agent command exit_code stopped duration_ms stdout_bytes stderr_bytes answer case verdict "
-                  "session error log limit"),
-    "agent_step": (("one thing a CLI agent did while it ran; data: role, agent, kind (message|tool_use|tool_result|"
-                    "command|file_change|error|retry|init), name, text (cut short; the whole stream is under agents/)",
-                    "role agent kind name text"), "role agent kind name text"),
+    "agent_run": ("a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
+                  "duration_ms, stdout_bytes, stderr_bytes, case, verdict or answer (parsed|built|none), session (the "
+                  "agent's own session id), error, limit (a usage limit it hit), log",
+                  "role agent command exit_code stopped duration_ms stdout_bytes stderr_bytes case verdict answer session "
+                  "error limit log"),
+    "agent_step": ("one thing a CLI agent did while it ran; data: role, agent, kind (message|tool_use|tool_result|"
+                   "command|file_change|error|retry|init), name, text (cut short; the whole stream is under agents/)",
+                   "role agent kind name text"),
 })
 
 Answer = TypeVar("Answer")
