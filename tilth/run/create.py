@@ -36,9 +36,9 @@ from tilth.store.home import SessionPaths, check_session_id, ensure_home, sessio
 from tilth.store.jsonio import write_atomic, write_json
 from tilth.store.prd import load_plan
 from tilth.store.seed_meta import FILE_NAME as SEED_META, read_seed_bytes
-from tilth.store.session import BackendChoice, SessionRecord
+from tilth.store.session import BackendChoice, SessionRecord, record_json
 
-document({"session_created": "the session dir, branch and worktree were created; data: base, branch"})
+document({"session_created": ("the session dir, branch and worktree were created; data: base, branch", "base branch")})
 
 
 def new_session_id() -> str:
@@ -124,7 +124,7 @@ def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, stag
             write_atomic(staging.dir / SEED_META, seed_bytes)
         (staging.dir / "ledger").mkdir()
         (staging.dir / "progress.txt").touch()
-        write_json(staging.dir / "session.json", record.model_dump(mode="json"))
+        write_json(staging.dir / "session.json", record_json(record))
         EventLog(staging.dir / "events.jsonl").emit("session_created", base=intent.base, branch=intent.branch)
         checkpoint("before_session_dir", paths.id)
         staging.complete(paths.dir)

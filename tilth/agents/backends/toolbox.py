@@ -22,11 +22,12 @@ from tilth.store.kb import KnowledgeBase
 from tilth.store.redaction import redact_text
 from tilth.store.script_runs import DEFAULT_KEEP
 
-document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
-                       "first RESULT_CHARS), thought (the model's text with the call, cut short; first call of a "
-                       "reply only), run_id (a bash call's script artifact, `runs/run-<run_id>/`, when one was "
-                       "written), exit_code and stopped (a bash call that ran: its exit code, and why it was "
-                       "stopped: timeout, too much output, else null)"})
+document({"tool_call": ("the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
+                        "first RESULT_CHARS), thought (the model's text with the call, cut short; first call of a "
+                        "reply only), run_id (a bash call's script artifact, `runs/run-<run_id>/`, when one was "
+                        "written), exit_code and stopped (a bash call that ran: its exit code, and why it was "
+                        "stopped: timeout, too much output, else null)",
+                        "role name ok args result_chars result thought run_id exit_code stopped")})
 RESULT_CHARS = 2000
 
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
