@@ -51,7 +51,7 @@ class Toolbox:
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
         self.hooks, self.runs, self.keep_runs = hooks, runs, keep_runs
         self.last_run_id: str | None = None
-        self.last_exit: dict[str, Any] = {}
+        self.last_exit: tuple[int | None, str | None] | None = None
         self.handlers: dict[str, Callable[..., str]] = {
             "read_file": self.workspace.read_file,
             "list_files": self.workspace.list_files,
@@ -68,11 +68,11 @@ class Toolbox:
         result = run_command(command, self.root, timeout=limit, env=self.sandbox.env, wrapper=self.sandbox.wrapper,
                              runs=self.runs, keep_runs=self.keep_runs, max_processes=self.sandbox.max_processes)
         self.last_run_id = result.run_id
-        self.last_exit = {"exit_code": result.exit_code, "stopped": result.stopped}
+        self.last_exit = (result.exit_code, result.stopped)
         return bash_text(result, limit)
 
     def run(self, call: ToolCall, task_id: str, iteration: int, thought: str | None = None) -> str:
-        ok, self.last_run_id, self.last_exit = False, None, {}
+        ok, self.last_run_id, self.last_exit = False, None, None
         try:
             handler = self.handlers.get(call.name)
             if handler is None:
@@ -91,5 +91,5 @@ class Toolbox:
         self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
                          args=call.arguments[:500], result_chars=len(result), result=result[:RESULT_CHARS],
                          thought=thought[:RESULT_CHARS] if thought else None,
-                         **({"run_id": self.last_run_id} if self.last_run_id else {}), **self.last_exit)
+                         **({"run_id": self.last_run_id} if self.last_run_id else {}), **({"exit_code": self.last_exit[0], "stopped": self.last_exit[1]} if self.last_exit else {}))
         return result
