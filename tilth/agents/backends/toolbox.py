@@ -91,5 +91,6 @@ class Toolbox:
         self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
                          args=call.arguments[:500], result_chars=len(result), result=result[:RESULT_CHARS],
                          thought=thought[:RESULT_CHARS] if thought else None,
-                         **({"run_id": self.last_run_id} if self.last_run_id else {}), **({"exit_code": self.last_exit[0], "stopped": self.last_exit[1]} if self.last_exit else {}))
+                         **({"run_id": self.last_run_id} if self.last_run_id else {}),
+                         **({"exit_code": self.last_exit[0], "stopped": self.last_exit[1]} if self.last_exit else {}))
         return result
