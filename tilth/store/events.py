@@ -6,6 +6,7 @@ that writes them; `EventLog.emit` refuses an undocumented type so the list stays
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -36,18 +37,21 @@ class EventLog:
         self.keeper: AppendHook | None = None
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         """Called with each event once it is in the journal (the transcript, notifications)."""
+        self.serial = threading.RLock()
+        """One event at a time, journal line to last listener (parallel tasks emit from their lanes' threads)."""
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
         if type not in DOCUMENTED:
             raise ValueError(f"event type {type!r} is not documented; call events.document() in its module")
-        event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
-        append_jsonl(self.path, event, sync=type not in UNSYNCED)
-        if self.keeper is not None:
-            self.keeper.appended(type)
-        for listener in self.listeners:
-            listener(event)
-        if self.echo is not None:
-            self.echo(event)
+        with self.serial:
+            event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
+            append_jsonl(self.path, event, sync=type not in UNSYNCED)
+            if self.keeper is not None:
+                self.keeper.appended(type)
+            for listener in self.listeners:
+                listener(event)
+            if self.echo is not None:
+                self.echo(event)
 
     def read(self) -> list[dict[str, Any]]:
         return read_events(self.path)

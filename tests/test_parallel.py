@@ -1,0 +1,125 @@
+"""Parallel tasks (`--parallel N`, run/lanes.py, run/merge_queue.py): lanes in worktrees of their
+own, one commit per task landed by cherry-pick onto the session head (never a merge commit), each
+dependent after what it depends on, conflicts and merge-broken checks sent back to run again,
+overlapping `files` never together, caps shared, no lane left behind."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+
+
+from conftest import git, task
+
+ENV = {"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false"}
+
+
+def spans(events: list[dict]) -> dict[str, tuple[float, float]]:
+    """Each task's lane time: its `lane_started` to its `lane_ended` (the last of each)."""
+    def ts(event: dict) -> float:
+        return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
+
+    began = {e["task"]: ts(e) for e in events if e["type"] == "lane_started"}
+    ended = {e["task"]: ts(e) for e in events if e["type"] == "lane_ended"}
+    return {t: (began[t], ended[t]) for t in began}
+
+
+def overlapped(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def lanes_left(sandbox) -> list[str]:
+    listed = git(sandbox.repo, "worktree", "list", "--porcelain")
+    branches = git(sandbox.repo, "branch", "--list", "tilth-lane/*")
+    return [line for line in listed.splitlines() if line.startswith("worktree ") and "+" in line] + \
+        branches.split()
+
+
+def test_parallel_chains_land_one_commit_each_in_dependency_order(sandbox):
+    sandbox.env.update(ENV)
+    plan = [task("A1"), task("A2", depends_on=["A1"]), task("B1"), task("B2", depends_on=["B1"])]
+    done = sandbox.start("p1", plan, {"default": [{"write": {"{task}.txt": "{task}\n"}}]}, "--parallel", "2")
+    assert done.returncode == 0, done.stderr
+    commits = sandbox.commits("p1")
+    order = [c["task"] for c in commits]
+    assert sorted(order) == ["A1", "A2", "B1", "B2"]
+    assert order.index("A1") < order.index("A2") and order.index("B1") < order.index("B2")
+    assert git(sandbox.repo, "rev-list", "--merges", "main..session/p1") == ""
+    assert sandbox.statuses("p1") == {t: "done" for t in ("A1", "A2", "B1", "B2")}
+    events = sandbox.events("p1")
+    started = {e["task"]: e["data"]["start"] for e in events if e["type"] == "lane_started"}
+    by_task = {c["task"]: c["sha"] for c in commits}
+    for dependent, dependency in (("A2", "A1"), ("B2", "B1")):  # its start holds what it depends on
+        assert git(sandbox.repo, "merge-base", "--is-ancestor", by_task[dependency], started[dependent]) == ""
+    timed = spans(events)
+    assert overlapped(timed["A1"], timed["B1"]), "independent tasks ran at once"
+    assert all("lane" in e["data"] for e in events if e["type"] in ("task_started", "task_done", "commit"))
+    assert lanes_left(sandbox) == []
+    assert not (sandbox.home / "lanes" / "p1").exists()
+    summary = [e for e in events if e["type"] == "parallel_summary"][-1]["data"]
+    assert summary["lanes"] == 2 and summary["conflicts"] == 0
+    assert git(sandbox.worktree("p1"), "status", "--porcelain") == ""
+
+
+def test_a_real_conflict_is_resolved_by_running_one_task_again_on_the_new_head(sandbox):
+    sandbox.env.update(ENV)
+    plan = [task("C1"), task("C2")]  # both add shared.txt, each with its own line: an add/add conflict
+    scenario = {"default": [{"write": {"shared.txt": "from {task}\n"}}]}
+    done = sandbox.start("c1", plan, scenario, "--parallel", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = sandbox.events("c1")
+    conflicts = [e for e in events if e["type"] == "merge_conflict"]
+    assert len(conflicts) == 1 and conflicts[0]["data"]["paths"] == ["shared.txt"]
+    loser = conflicts[0]["task"]
+    winner = ({"C1", "C2"} - {loser}).pop()
+    assert [c["task"] for c in sandbox.commits("c1")] == [winner, loser]
+    assert git(sandbox.repo, "rev-list", "--merges", "main..session/c1") == ""
+    ledger = sandbox.ledger("c1", loser)
+    refused = [e for e in ledger if e["verdict"]["category"] == "merge_conflict"]
+    assert len(refused) == 1 and "shared.txt" in refused[0]["verdict"]["concern"]
+    redo = [e for e in events if e["type"] == "lane_started" and e["task"] == loser][-1]["data"]
+    winner_sha = sandbox.commits("c1")[0]["sha"]
+    assert redo["redo"] == 1 and redo["start"] == winner_sha, "the redo started from the new head"
+    prompts = (sandbox.session_dir("c1") / "prompts.jsonl").read_text()
+    assert "conflicts with it in shared.txt" in prompts, "the redo's context says what conflicted"
+    assert git(sandbox.repo, "show", "session/c1:shared.txt") == f"from {loser}\n"
+    assert sandbox.statuses("c1") == {"C1": "done", "C2": "done"}
+    assert lanes_left(sandbox) == []
+
+
+CHECK = "python3 -c \"import glob, sys; sys.exit(len(glob.glob('x-*.txt')) > 1)\""
+
+
+def test_a_clean_merge_that_breaks_a_check_is_caught_before_the_branch_moves(sandbox):
+    sandbox.env.update(ENV)
+    plan = [task("X1"), task("X2")]  # each alone passes the check; both together fail it
+    alone = {t: {"write": {f"x-{t}.txt": "x\n"}} for t in ("X1", "X2")}
+    other = {"X1": "X2", "X2": "X1"}
+    scenario = {"tasks": {t: [alone[t], alone[t], {"write": {f"x-{t}.txt": "x\n"}, "delete": [f"x-{other[t]}.txt"]}]
+                          for t in ("X1", "X2")}}
+    done = sandbox.start("x1", plan, scenario, "--parallel", "2", "--check", CHECK)
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = sandbox.events("x1")
+    broken = [e for e in events if e["type"] == "merge_checks_failed"]
+    assert len(broken) == 1, [e["type"] for e in events]
+    assert broken[0]["data"]["checks"][0].startswith("python3")
+    for commit in sandbox.commits("x1"):  # never on the branch, not for one commit
+        files = git(sandbox.repo, "ls-tree", "--name-only", commit["sha"]).split()
+        assert not {"x-X1.txt", "x-X2.txt"} <= set(files), commit
+    assert sandbox.statuses("x1") == {"X1": "done", "X2": "done"}
+    assert git(sandbox.worktree("x1"), "status", "--porcelain") == ""
+    assert lanes_left(sandbox) == []
+
+
+def test_tasks_whose_files_overlap_never_run_at_the_same_time(sandbox):
+    sandbox.env.update(ENV)
+    plan = [task("F1", files=["src/*.py"]), task("F2", files=["src/app.py"]), task("F3", files=["docs/*.md"]),
+            task("F4", files=["src/lib/**"])]
+    scenario = {"default": [{"write": {"{task}.txt": "x\n"}, "run": ["sleep 0.4"]}]}
+    done = sandbox.start("f1", plan, scenario, "--parallel", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    timed = spans(sandbox.events("f1"))
+    assert not overlapped(timed["F1"], timed["F2"]), "src/*.py and src/app.py overlap"
+    assert not overlapped(timed["F1"], timed["F4"]), "src/*.py and src/lib/** may overlap"
+    assert overlapped(timed["F1"], timed["F3"]), "disjoint globs still run at once"
+    assert sandbox.statuses("f1") == {t: "done" for t in ("F1", "F2", "F3", "F4")}
