@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 
 
 from conftest import git, task
+from fake_openai import ACCEPT, call, delay, reply
 
 ENV = {"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false"}
 
@@ -123,3 +126,31 @@ def test_tasks_whose_files_overlap_never_run_at_the_same_time(sandbox):
     assert not overlapped(timed["F1"], timed["F4"]), "src/*.py and src/lib/** may overlap"
     assert overlapped(timed["F1"], timed["F3"]), "disjoint globs still run at once"
     assert sandbox.statuses("f1") == {t: "done" for t in ("F1", "F2", "F3", "F4")}
+
+
+@pytest.mark.slow
+def test_a_spend_cap_stops_every_lane_within_one_call_each(sandbox, fake, model_env):
+    # $0.10 a worker call, a worker that never submits, four lanes, a $1.00 cap
+    sandbox.home.mkdir(parents=True, exist_ok=True)
+    (sandbox.home / "config.toml").write_text("[prices.worker]\nprompt = 10000\ncompletion = 0\n"
+                                              "[prices.evaluator]\nprompt = 0\ncompletion = 0\n")
+    written = iter(range(10_000))
+
+    def model(body: dict):
+        if body.get("model") == "evaluator":
+            return reply(tool_calls=[ACCEPT])
+        return delay(0.05, reply(tool_calls=[call("write_file", path=f"f{next(written)}.txt", content="x\n")]))
+
+    fake.set_handler(model)
+    plan = sandbox.write_json("cap.json", [task(f"T-{i}") for i in range(1, 5)])
+    result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--foreground",
+                           "--parallel", "4", env={**ENV, **model_env, "TILTH_MAX_SPEND_USD": "1.00",
+                                                   "TILTH_SELF_IMPROVEMENT": "false"}, timeout=120)
+    assert result.returncode == 3 and "max_spend_usd" in result.stdout, result.stdout + result.stderr
+    events = sandbox.events("s1")
+    costs = [e["data"]["cost_usd"] for e in events if e["type"] == "model_call"]
+    crossed = next(i for i in range(len(costs)) if sum(costs[: i + 1]) >= 1.00 - 1e-9)
+    assert len({e["data"]["lane"] for e in events if e["type"] == "model_call"}) == 4, "four lanes spent"
+    assert len(costs) - (crossed + 1) <= 3, f"at most one call more in each other lane: {len(costs)} calls"
+    assert sandbox.statuses("s1") == {f"T-{i}": "pending" for i in range(1, 5)}
+    assert lanes_left(sandbox) == []

@@ -56,6 +56,8 @@ def make_lane(repo: str | Path, home: Path, session_id: str, task_id: str, start
 
 def drop_lane(repo: str | Path, home: Path, session_id: str, task_id: str) -> None:
     """The lane's worktree, its registration and its branch, gone (whatever of them exists)."""
+    stale = common_git_dir(repo) / "refs" / "heads" / f"{lane_branch(session_id, task_id)}.lock"
+    stale.unlink(missing_ok=True)  # a kill during the lane's last commit; we hold the session lock
     remove_worktree(common_repo(repo), lane_branch(session_id, task_id), lane_name(session_id, task_id),
                     lanes_root(home, session_id) / task_id)
 

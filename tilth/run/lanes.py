@@ -30,7 +30,8 @@ from tilth.agents.confinement import session_confinement
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.commits import done_message
-from tilth.git.gitops import commit_staged
+from tilth.git.gitops import commit_staged, open_worktree
+from tilth.git.worktree_git import session_git_dir
 from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, leftover_lanes, make_lane, remove_lanes_root, reset_to
 from tilth.run.context import Sources
 from tilth.run.merge_queue import LaneLog, LaneResult, Landing, land, note_refusal
@@ -150,6 +151,12 @@ class Scheduler:
         self.slots = Slots(run.ws.paths.home, run.settings.max_agent_lanes)
         self.tally = Tally()
         self.pool = ThreadPoolExecutor(self.width, thread_name_prefix="tilth-lane")
+        self.later = ThreadPoolExecutor(1, thread_name_prefix="tilth-after-task")
+        """`after_task` (memory line, learnings: a model call, summary, post_task hooks) in order, beside the queue."""
+        self.later_done: list[Future] = []
+        ws = run.ws  # its own repository object: pygit2 objects are not shared between threads
+        repo = open_worktree(Path(ws.record.worktree), session_git_dir(ws.record.repo, ws.record.id), repair=False)
+        self.after_run = replace(run, sources=Sources(ws.paths, repo, run.settings, ws.events))
 
     def drive(self) -> bool:
         try:
@@ -171,9 +178,12 @@ class Scheduler:
                 self.requeue(lane, "the run stopped", wait_for=True)
         finally:
             self.pool.shutdown(wait=True)
+            self.later.shutdown(wait=True)
             self.summarize()
         if self.halt is not None:
             raise self.halt
+        for later in self.later_done:
+            later.result()
         return not self.failed_stop
 
     def fill(self) -> bool:
@@ -273,7 +283,8 @@ class Scheduler:
             return
         self.tally.task_s += seconds
         self.remove(lane, result.outcome, seconds)
-        self.after_task(run, task, result.outcome, result.entry.iter, landing.sha)
+        self.later_done.append(self.later.submit(self.after_task, self.after_run, task, result.outcome,
+                                                 result.entry.iter, landing.sha))
         if result.outcome == "failed" and run.settings.stop_on_failure:
             self.failed_stop = True
 
@@ -304,7 +315,7 @@ class Scheduler:
         sha = commit_parked(replace(ws, events=LaneLog(ws.events, lane.number)), task, entry)
         ws.tip = sha
         self.remove(lane, "parked", seconds)
-        self.after_task(self.run, task, "parked", iteration, sha)
+        self.later_done.append(self.later.submit(self.after_task, self.after_run, task, "parked", iteration, sha))
 
     def requeue(self, lane: Lane, why: str, wait_for: bool = False) -> None:
         if wait_for:
