@@ -60,7 +60,9 @@ def test_parallel_chains_land_one_commit_each_in_dependency_order(sandbox):
     assert lanes_left(sandbox) == []
     assert not (sandbox.home / "lanes" / "p1").exists()
     summary = [e for e in events if e["type"] == "parallel_summary"][-1]["data"]
-    assert summary["lanes"] == 2 and summary["conflicts"] == 0
+    assert summary["lanes"] == 2 and summary["conflicts"] == 0 and summary["task_s"] > 0 and summary["wall_s"] > 0
+    report = (sandbox.session_dir("p1") / "report.md").read_text()
+    assert "Parallel:   up to 2 lanes;" in report and "0 conflicts, 0 redos" in report, report
     assert git(sandbox.worktree("p1"), "status", "--porcelain") == ""
 
 
