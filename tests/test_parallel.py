@@ -66,6 +66,7 @@ def test_parallel_chains_land_one_commit_each_in_dependency_order(sandbox):
     assert git(sandbox.worktree("p1"), "status", "--porcelain") == ""
 
 
+@pytest.mark.slow
 def test_a_real_conflict_is_resolved_by_running_one_task_again_on_the_new_head(sandbox):
     sandbox.env.update(ENV)
     plan = [task("C1"), task("C2")]  # both add shared.txt, each with its own line: an add/add conflict
@@ -95,6 +96,7 @@ def test_a_real_conflict_is_resolved_by_running_one_task_again_on_the_new_head(s
 CHECK = "python3 -c \"import glob, sys; sys.exit(len(glob.glob('x-*.txt')) > 1)\""
 
 
+@pytest.mark.slow
 def test_a_clean_merge_that_breaks_a_check_is_caught_before_the_branch_moves(sandbox):
     sandbox.env.update(ENV)
     plan = [task("X1"), task("X2")]  # each alone passes the check; both together fail it
@@ -116,6 +118,7 @@ def test_a_clean_merge_that_breaks_a_check_is_caught_before_the_branch_moves(san
     assert lanes_left(sandbox) == []
 
 
+@pytest.mark.slow
 def test_tasks_whose_files_overlap_never_run_at_the_same_time(sandbox):
     sandbox.env.update(ENV)
     plan = [task("F1", files=["src/*.py"]), task("F2", files=["src/app.py"]), task("F3", files=["docs/*.md"]),
@@ -156,3 +159,46 @@ def test_a_spend_cap_stops_every_lane_within_one_call_each(sandbox, fake, model_
     assert len(costs) - (crossed + 1) <= 3, f"at most one call more in each other lane: {len(costs)} calls"
     assert sandbox.statuses("s1") == {f"T-{i}": "pending" for i in range(1, 5)}
     assert lanes_left(sandbox) == []
+
+
+@pytest.mark.slow
+def test_a_failed_task_lands_its_placeholder_and_resume_retries_it(sandbox):
+    sandbox.env.update({**ENV, "TILTH_MAX_ITERATIONS_PER_TASK": "1"})
+    reject = {"verdict": "reject", "category": "half_finished", "concern": "not finished", "next_step": "finish"}
+    scenario = {"tasks": {"A": [{"write": {"a.txt": "half\n"}, "verdict": reject}, {"write": {"a.txt": "whole\n"}}]},
+                "default": [{"write": {"{task}.txt": "x\n"}}]}
+    first = sandbox.start("r1", [task("A"), task("B"), task("C", depends_on=["A"])], scenario, "--parallel", "2")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert sandbox.statuses("r1") == {"A": "failed", "B": "done", "C": "pending"}
+    placeholder = [c for c in sandbox.commits("r1") if c["task"] == "A"]
+    assert [c["outcome"] for c in placeholder] == ["failed"]
+    assert git(sandbox.repo, "show", f"{placeholder[0]['sha']}:a.txt") == "half\n", "the partial work is kept"
+    assert lanes_left(sandbox) == []
+    resumed = sandbox.tilth("resume", "r1", "--foreground")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert sandbox.statuses("r1") == {"A": "done", "B": "done", "C": "done"}
+    done = [c["task"] for c in sandbox.commits("r1") if not c["outcome"]]
+    assert sorted(done) == ["A", "B", "C"] and done.index("A") < done.index("C")
+    assert git(sandbox.repo, "show", "session/r1:a.txt") == "whole\n"
+    retry = [e for e in sandbox.events("r1") if e["type"] == "lane_started" and e["task"] == "A"][-1]
+    assert git(sandbox.repo, "show", f"{retry['data']['start']}:a.txt") == "half\n", "the retry starts from its edits"
+    assert lanes_left(sandbox) == []
+
+
+@pytest.mark.slow
+def test_the_lane_ceiling_and_the_free_disk_floor_hold_lanes_back(sandbox):
+    sandbox.env.update(ENV)
+    plan = [task("L1"), task("L2"), task("L3")]
+    scenario = {"default": [{"write": {"{task}.txt": "x\n"}, "run": ["sleep 0.3"]}]}
+    done = sandbox.start("m1", plan, scenario, "--parallel", "3", env={"TILTH_MAX_AGENT_LANES": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = sandbox.events("m1")
+    timed = spans(events)
+    assert not any(overlapped(timed[a], timed[b]) for a, b in (("L1", "L2"), ("L1", "L3"), ("L2", "L3")))
+    assert any(e["type"] == "lane_waiting" and e["data"]["why"] == "ceiling" for e in events)
+
+    full = sandbox.start("m2", plan, scenario, "--parallel", "3", env={"TILTH_LANE_MIN_FREE_MB": str(1 << 30)})
+    assert full.returncode == 3, full.stdout + full.stderr
+    assert "lane_min_free_mb" in full.stdout + full.stderr
+    assert sandbox.statuses("m2") == {"L1": "pending", "L2": "pending", "L3": "pending"}
+    assert sandbox.commits("m2") == [] and lanes_left(sandbox) == []

@@ -247,7 +247,8 @@ class Meter:
 
     def record(self, events: EventLog, role: str, model: str, task_id: str, iteration: int, usage: Usage,
                cost: float, cost_source: str, latency_ms: int, finish_reason: str | None) -> None:
-        self.add(role, task_id, Counted(usage.tokens, cost, usage.known, cost_source != "unknown"))
+        with events.serial:  # parallel tasks' lanes record into one meter
+            self.add(role, task_id, Counted(usage.tokens, cost, usage.known, cost_source != "unknown"))
         events.emit("model_call", task_id, iteration, role=role, model=model, prompt_tokens=usage.prompt_tokens,
                     cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
                     completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens,

@@ -173,7 +173,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     clear_lanes(ws)
-    reconcile(ws, unwind_failed=resume)
+    reconcile(ws, unwind_failed=resume, unwind_head=settings.parallel_tasks == 1)
     set_state(paths, SessionState.running, pid=os.getpid())
     record_transcript(paths, record, backend.label, events)
     session_notices.watch(paths, settings.notify, events, not settings.stop_on_failure)

@@ -52,6 +52,7 @@ class LaneLog(EventLog):
     def __init__(self, shared: EventLog, lane: int):
         super().__init__(shared.path)
         self.shared, self.lane = shared, lane
+        self.serial = shared.serial
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
         self.shared.emit(type, task, iter, **data, lane=self.lane)
