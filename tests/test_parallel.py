@@ -5,6 +5,7 @@ overlapping `files` never together, caps shared, no lane left behind."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -61,6 +62,9 @@ def test_parallel_chains_land_one_commit_each_in_dependency_order(sandbox):
     assert not (sandbox.home / "lanes" / "p1").exists()
     summary = [e for e in events if e["type"] == "parallel_summary"][-1]["data"]
     assert summary["lanes"] == 2 and summary["conflicts"] == 0 and summary["task_s"] > 0 and summary["wall_s"] > 0
+    shown = json.loads(sandbox.tilth("status", "p1", "--json").stdout)
+    assert shown["parallel"]["lanes"] == 2 and shown["parallel"]["conflicts"] == 0 and shown["lanes"] == []
+    assert "parallel up to 2 lanes;" in sandbox.tilth("status", "p1").stdout
     report = (sandbox.session_dir("p1") / "report.md").read_text()
     assert "Parallel:   up to 2 lanes;" in report and "0 conflicts, 0 redos" in report, report
     assert git(sandbox.worktree("p1"), "status", "--porcelain") == ""

@@ -28,6 +28,7 @@ from typing import IO, Any, Callable
 
 from tilth.agents.confinement import session_confinement
 from tilth.agents.hooks import Hooks, hook_dirs
+from tilth.core.clock import iso
 from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.commits import done_message
 from tilth.git.gitops import commit_staged, open_worktree
@@ -40,6 +41,7 @@ from tilth.run.parking import take_answers
 from tilth.run.pausing import Paused
 from tilth.store.events import document
 from tilth.store.inbox import take_unread
+from tilth.store.lane_board import read_board, write_board
 from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
 from tilth.store.prd import Task, TaskStatus, load_current_plan, set_status
 
@@ -73,6 +75,7 @@ class Lane:
     redo: int
     began: float
     future: Future = field(default_factory=Future)
+    since: str = field(default_factory=iso)
     slot: IO[str] | None = None
 
 
@@ -248,6 +251,7 @@ class Scheduler:
         lane = Lane(number, task, start, redo, now, slot=slot)
         lane.future = self.pool.submit(self.work, lane_run, task, start)
         self.lanes[task.id] = lane
+        self.show()
 
     def work(self, lane_run: Any, task: Task, start: str) -> LaneResult:
         """In the lane's thread: the attempts, then the lane's one commit on its own branch."""
@@ -334,12 +338,20 @@ class Scheduler:
         if lane.slot is not None:
             lane.slot.close()
         del self.lanes[lane.task.id]
+        self.show()
         LaneLog(ws.events, lane.number).emit("lane_ended", lane.task.id, outcome=outcome, seconds=round(seconds, 3))
+
+    def show(self) -> None:
+        """lanes.json: the lanes running now, for `tilth status`."""
+        write_board(self.run.ws.paths.dir, [{"lane": lane.number, "task": lane.task.id, "start": lane.start,
+                                              "since": lane.since} for lane in self.lanes.values()])
 
     def summarize(self) -> None:
         ws, t = self.run.ws, self.tally
         remove_lanes_root(ws.paths.home, ws.record.id)
         if t.began is None:
             return
-        ws.events.emit("parallel_summary", lanes=self.width, wall_s=round(max(t.ended - t.began, 0.0), 3),
-                       task_s=round(t.task_s, 3), conflicts=t.conflicts, redos=t.redos, redo_s=round(t.redo_s, 3))
+        figures = {"lanes": self.width, "wall_s": round(max(t.ended - t.began, 0.0), 3), "task_s": round(t.task_s, 3),
+                   "conflicts": t.conflicts, "redos": t.redos, "redo_s": round(t.redo_s, 3)}
+        ws.events.emit("parallel_summary", **figures)
+        write_board(ws.paths.dir, [], [*read_board(ws.paths.dir)["runs"], figures])

@@ -1,22 +1,32 @@
-"""What parallel tasks gained and cost, for the end report: the runs' `parallel_summary` events
-summed (wall time of the lanes against the sum of their tasks' times, conflicts, redos and their time)."""
+"""What parallel tasks gained and cost, as a person reads it (the end report's `Parallel:` line,
+`tilth status`): the ended runs' figures from `lanes.json` summed (the lanes' wall time against the
+sum of their tasks' times, conflicts, redos and their time), and the lanes running now."""
 
 from __future__ import annotations
 
-from tilth.store.events import read_events
+from typing import Any
+
+from tilth.store.lane_board import read_board, totals
 from tilth.store.home import SessionPaths
 
 
-def parallel_lines(paths: SessionPaths) -> list[str]:
-    """One line when any run of the session had lanes, else none."""
-    runs = [e["data"] for e in read_events(paths.events) if e["type"] == "parallel_summary"]
-    if not runs:
-        return []
-    def total(key: str) -> float:
-        return sum(float(r.get(key) or 0) for r in runs)
+def figures(paths: SessionPaths) -> dict[str, Any]:
+    """`running` (the lanes now, as the runner last wrote them) and `totals` (None before any ended run)."""
+    board = read_board(paths.dir)
+    return {"running": board["running"], "totals": totals(board["runs"])}
 
-    wall, task = total("wall_s"), total("task_s")
-    lanes = max(int(r.get("lanes") or 0) for r in runs)
-    speed = f" ({task / wall:.1f}x)" if wall > 0 else ""
-    return [f"Parallel:   up to {lanes} lanes; {wall:.1f} s of wall time for {task:.1f} s of task time{speed}; "
-            f"{int(total('conflicts'))} conflicts, {int(total('redos'))} redos ({total('redo_s'):.1f} s not landed)"]
+
+def speedup_text(t: dict[str, float]) -> str:
+    speed = f" ({t['task_s'] / t['wall_s']:.1f}x)" if t["wall_s"] > 0 else ""
+    return (f"up to {int(t['lanes'])} lanes; {t['wall_s']:.1f} s of wall time for {t['task_s']:.1f} s of task time"
+            f"{speed}; {int(t['conflicts'])} conflicts, {int(t['redos'])} redos ({t['redo_s']:.1f} s not landed)")
+
+
+def running_text(running: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{r.get('lane')}: {r.get('task')}" for r in running)
+
+
+def parallel_lines(paths: SessionPaths) -> list[str]:
+    """The report's line when any run of the session had lanes, else none."""
+    t = figures(paths)["totals"]
+    return [f"Parallel:   {speedup_text(t)}"] if t else []
