@@ -17,7 +17,7 @@ from tilth.run.doctor import diagnose, torn_lines
 from tilth.run.doctor_findings import (DUPLICATES_SUFFIX, PERSON, PROBLEM, RECONCILED, REPAIRED, TORN_SUFFIX,
                                        Diagnosis, Finding)
 from tilth.run.outcomes import Workspace
-from tilth.run.lanes import clear_lanes
+from tilth.run.lane_cleanup import clear_lanes
 from tilth.run.recovery import reconcile
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths

@@ -1,5 +1,5 @@
 """`tilth doctor`'s check of parallel-task lanes: a worktree per running task while a runner holds the
-session, none once it ended (a killed run's are removed by `--fix`, as by the next run: `lanes.clear_lanes`)."""
+session, none once it ended (a killed run's are removed by `--fix`, as by the next run: `lane_cleanup.clear_lanes`)."""
 
 from __future__ import annotations
 

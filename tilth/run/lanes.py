@@ -12,17 +12,15 @@ question. Caps, the stop flag and the meter are the session's, shared by every l
 journal (each event carries its lane) and prd.json (written only here). Lanes across all sessions
 of a `$TILTH_HOME` hold one of `max_agent_lanes` slots (a flock each); free disk is checked before
 a worktree is made. No lane outlives the run: a stop, a cap or a crash waits for the lanes to end
-their attempt, removes their worktrees and puts their tasks back to pending (`clear_lanes` does the
+their attempt, removes their worktrees and puts their tasks back to pending (`lane_cleanup.clear_lanes` does the
 same at the next run after a kill)."""
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import IO, Any, Callable
 
@@ -33,8 +31,9 @@ from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.commits import done_message
 from tilth.git.gitops import commit_staged, open_worktree
 from tilth.git.worktree_git import session_git_dir
-from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, leftover_lanes, make_lane, remove_lanes_root, reset_to
+from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, make_lane, remove_lanes_root
 from tilth.run.context import Sources
+from tilth.run.lane_limits import Slots, overlaps
 from tilth.run.merge_queue import LaneLog, LaneResult, Landing, land, note_refusal
 from tilth.run.outcomes import Workspace, commit_parked, guard_branch, stage
 from tilth.run.parking import take_answers
@@ -53,8 +52,6 @@ document(
                       "merge_checks_failed|stopped), seconds (from the lane's start to its landing)",
         "lane_requeued": "a lane stopped before its task ended (a stop, a cap, a crash elsewhere): the task is pending "
                          "again and its lane removed; data: lane, why",
-        "lanes_cleared": "at run start, lanes a killed run left were removed and their tasks put back to pending; the "
-                         "session worktree was put back to the branch tip (a merge the kill cut short); data: tasks",
         "lane_waiting": "a ready task could not start a lane; data: why (disk: less than lane_min_free_mb free; "
                         "ceiling: max_agent_lanes lanes run in this TILTH_HOME)",
         "parallel_summary": "the lanes of a run ended; data: lanes, wall_s (first lane start to last landing), "
@@ -89,54 +86,6 @@ class Tally:
     redo_s: float = 0.0
 
 
-def overlaps(a: list[str], b: list[str]) -> bool:
-    """Two tasks' `files` globs may name a common path (conservative: literal prefixes that nest count)."""
-    def prefix(glob: str) -> str:
-        cut = min((glob.find(c) for c in "*?[" if c in glob), default=len(glob))
-        return glob[:cut]
-
-    return any(fnmatch(x, y) or fnmatch(y, x) or (
-        (prefix(x) != x or prefix(y) != y) and (prefix(x).startswith(prefix(y)) or prefix(y).startswith(prefix(x))))
-        for x in a for y in b)
-
-
-def clear_lanes(ws: Workspace) -> None:
-    """Before reconcile: lanes a killed run left are removed, their in-progress tasks go back to
-    pending, and the session worktree goes back to the branch tip (while lanes exist only the
-    merge queue writes it, so anything there is a merge the kill cut short)."""
-    paths, record = ws.paths, ws.record
-    left = leftover_lanes(record.repo, paths.home, record.id)
-    if not left:
-        return
-    reset_to(ws.repo, str(ws.repo.references[f"refs/heads/{record.branch}"].target))
-    for task_id in left:
-        drop_lane(record.repo, paths.home, record.id, task_id)
-    remove_lanes_root(paths.home, record.id)
-    plan = {t.id: t.status for t in load_current_plan(paths.prd)}
-    for task_id in left:
-        if plan.get(task_id) == TaskStatus.in_progress:
-            set_status(paths.prd, task_id, TaskStatus.pending)
-    ws.events.emit("lanes_cleared", tasks=left)
-
-
-class Slots:
-    """`max_agent_lanes` lane slots shared by every session of one `$TILTH_HOME`: a flock on a file each."""
-
-    def __init__(self, home: Path, ceiling: int):
-        self.dir, self.ceiling = home / "lanes" / ".slots", ceiling
-
-    def take(self) -> IO[str] | None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for k in range(self.ceiling):
-            handle = open(self.dir / f"{k}.lock", "a")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return handle
-            except BlockingIOError:
-                handle.close()
-        return None
-
-
 def run_lanes(run: Any, lock: Any, attempt: Callable, after_task: Callable) -> bool:
     """The plan's tasks in up to `parallel_tasks` lanes; False when a failure ends the session
     (`stop_on_failure`). `run`: the session's `loop.Run`; `attempt`/`after_task`: the loop's."""
@@ -151,6 +100,8 @@ class Scheduler:
         self.redos: dict[str, int] = {}
         self.halt: BaseException | None = None
         self.failed_stop = False
+        self.told: set[str] = set()
+        """Tasks whose wait for a lane slot is in the journal already."""
         self.slots = Slots(run.ws.paths.home, run.settings.max_agent_lanes)
         self.tally = Tally()
         self.pool = ThreadPoolExecutor(self.width, thread_name_prefix="tilth-lane")
@@ -216,9 +167,15 @@ class Scheduler:
                 break
             slot = self.slots.take()
             if slot is None:
-                run.ws.events.emit("lane_waiting", task.id, why="ceiling")
+                if task.id not in self.told:
+                    self.told.add(task.id)
+                    run.ws.events.emit("lane_waiting", task.id, why="ceiling")
                 return not self.lanes
-            self.start(task, slot)
+            try:
+                self.start(task, slot)
+            except BaseException:
+                slot.close()
+                raise
         return False
 
     def ready(self) -> list[Task]:

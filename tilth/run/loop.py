@@ -34,7 +34,8 @@ from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker
 from tilth.run import session_notices
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.final_review import review_session
-from tilth.run.lanes import clear_lanes, run_lanes
+from tilth.run.lane_cleanup import clear_lanes
+from tilth.run.lanes import run_lanes
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
 from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out

@@ -11,7 +11,7 @@ Landing a lane's outcome, journalled step by step (each event carries the lane):
 4. the ordinary task ending (`run/outcomes.py`: commit with its trailers, parent = the head of
    step 1, so libgit2 refuses a branch that moved meanwhile; then prd.json, the progress line, the
    event), then `merge_landed`.
-A kill before step 4's commit leaves the branch where it was: the next run's `lanes.clear_lanes`
+A kill before step 4's commit leaves the branch where it was: the next run's `lane_cleanup.clear_lanes`
 puts the worktree back and the task to pending; after it, `recovery.reconcile` finds the commit.
 A FAILED or PARKED placeholder lands the same way without the checks (it claims nothing); one
 whose partial work conflicts lands with the head's files (`placeholder_emptied`).
