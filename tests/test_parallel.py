@@ -178,8 +178,10 @@ def test_a_failed_task_lands_its_placeholder_and_resume_retries_it(sandbox):
     assert [c["outcome"] for c in placeholder] == ["failed"]
     assert git(sandbox.repo, "show", f"{placeholder[0]['sha']}:a.txt") == "half\n", "the partial work is kept"
     assert lanes_left(sandbox) == []
-    resumed = sandbox.tilth("resume", "r1", "--foreground")
+    resumed = sandbox.tilth("resume", "r1", "--foreground", "--parallel", "3")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    recorded = json.loads((sandbox.session_dir("r1") / "session.json").read_text())["settings"]
+    assert recorded["parallel_tasks"] == 3, "resume --parallel N is recorded with the session"
     assert sandbox.statuses("r1") == {"A": "done", "B": "done", "C": "done"}
     done = [c["task"] for c in sandbox.commits("r1") if not c["outcome"]]
     assert sorted(done) == ["A", "B", "C"] and done.index("A") < done.index("C")
@@ -206,3 +208,38 @@ def test_the_lane_ceiling_and_the_free_disk_floor_hold_lanes_back(sandbox):
     assert "lane_min_free_mb" in full.stdout + full.stderr
     assert sandbox.statuses("m2") == {"L1": "pending", "L2": "pending", "L3": "pending"}
     assert sandbox.commits("m2") == [] and lanes_left(sandbox) == []
+
+
+# Fails only in the session's worktree (the merged tree), never in a lane's: every landing is refused.
+ONLY_MERGED = 'case "$PWD" in */worktrees/*) test ! -f p.txt ;; esac'
+
+
+@pytest.mark.slow
+def test_a_task_refused_every_time_runs_again_then_alone_then_parks(sandbox):
+    sandbox.env.update(ENV)
+    scenario = {"default": [{"write": {"{task}.txt": "x\n"}, "run": ["sleep 0.2"]}],
+                "tasks": {"P": [{"write": {"p.txt": "p\n"}, "run": ["sleep 0.2"]}]}}
+    done = sandbox.start("k1", [task("P"), task("Q1"), task("Q2"), task("Q3")], scenario, "--parallel", "2",
+                         "--check", ONLY_MERGED)
+    assert done.returncode == 5, done.stdout + done.stderr  # waiting for a person
+    assert sandbox.statuses("k1") == {"P": "parked", "Q1": "done", "Q2": "done", "Q3": "done"}
+    events = sandbox.events("k1")
+    redos = [e["data"]["redo"] for e in events if e["type"] == "lane_started" and e["task"] == "P"]
+    assert redos == [0, 1, 2]
+    refused = [e["verdict"]["category"] for e in sandbox.ledger("k1", "P")]
+    assert refused.count("merge_checks_failed") == 3 and refused[-1] == "merge_checks_failed"
+    alone = spans([e for e in events if e["task"] == "P"])["P"]
+    others = spans([e for e in events if e["task"] != "P"])
+    assert not any(overlapped(alone, span) for span in others.values()), "the last try ran alone"
+    question = [c for c in sandbox.commits("k1") if c["task"] == "P"]
+    assert [c["outcome"] for c in question] == ["parked"]
+    answers = (sandbox.session_dir("k1") / "answers" / "P.jsonl").read_text()
+    assert "could not land" in answers
+    assert lanes_left(sandbox) == []
+
+
+def test_parallel_takes_a_number_of_tasks_from_1_to_32(sandbox):
+    plan = sandbox.write_json("bad.json", [task("T-1")])
+    bad = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--parallel", "0")
+    assert bad.returncode == 2 and "'0' is not a number of tasks from 1 to 32" in bad.stderr
+    assert not (sandbox.home / "sessions").exists() or not any((sandbox.home / "sessions").iterdir())
