@@ -236,7 +236,8 @@ class Scheduler:
             run.stop.set(f"a lane failed: {type(exc).__name__}")
             self.requeue(lane, f"crashed: {type(exc).__name__}")
             return
-        landing = land(run, lane.number, task, result)
+        with run.ws.events.serial:  # nothing (a dispatched session's push at an event) sees a landing half done
+            landing = land(run, lane.number, task, result)
         seconds = time.monotonic() - lane.began
         self.tally.ended = time.monotonic()
         if landing.sha is None:
