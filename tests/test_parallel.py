@@ -39,6 +39,7 @@ def lanes_left(sandbox) -> list[str]:
         branches.split()
 
 
+@pytest.mark.slow
 def test_parallel_chains_land_one_commit_each_in_dependency_order(sandbox):
     sandbox.env.update(ENV)
     plan = [task("A1"), task("A2", depends_on=["A1"]), task("B1"), task("B2", depends_on=["B1"])]
