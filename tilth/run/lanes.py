@@ -27,6 +27,7 @@ from typing import IO, Any, Callable
 from tilth.agents.confinement import session_confinement
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.core.clock import iso
+from tilth.core.faults import checkpoint
 from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.commits import done_message
 from tilth.git.gitops import commit_staged, open_worktree
@@ -220,6 +221,7 @@ class Scheduler:
             stage(ws, task, entry.iter)  # a placeholder keeps the partial work
         summary = entry.case.summary if entry.case else ""
         commit = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, entry.iter), ws.tip)
+        checkpoint("lane_committed", task.id)
         return LaneResult(outcome, entry, commit, start)
 
     def finish(self, lane: Lane) -> None:

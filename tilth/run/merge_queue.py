@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tilth.agents.checks import enforce_checks, run_checks
+from tilth.core.faults import checkpoint
 from tilth.git.lane_worktrees import pick_onto, reset_to, show_tree, tree_of
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked
 from tilth.store.events import EventLog, document
@@ -100,6 +101,7 @@ def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
         reset_to(ws.repo, onto)
         log.emit("merge_checks_failed", task.id, entry.iter, checks=failing, onto=onto)
         return Landing(None, "merge_checks_failed", tuple(failing))
+    checkpoint("merge_shown", task.id)
     lane_ws = replace(ws, events=log)
     ending = {"done": lambda: commit_done(lane_ws, task, entry, restage=False),
               "parked": lambda: commit_parked(lane_ws, task, entry)}.get(result.outcome,
