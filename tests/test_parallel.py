@@ -94,6 +94,10 @@ def test_a_real_conflict_is_resolved_by_running_one_task_again_on_the_new_head(s
     prompts = (sandbox.session_dir("c1") / "prompts.jsonl").read_text()
     assert "conflicts with it in shared.txt" in prompts, "the redo's context says what conflicted"
     assert git(sandbox.repo, "show", "session/c1:shared.txt") == f"from {loser}\n"
+    summary = [e for e in events if e["type"] == "parallel_summary"][-1]["data"]
+    assert summary["conflicts"] == 1 and summary["redos"] == 1 and summary["redo_s"] > 0
+    report = (sandbox.session_dir("c1") / "report.md").read_text()
+    assert "1 conflicts, 1 redos (" in report and "$0.0000 not landed)" in report, report
     assert sandbox.statuses("c1") == {"C1": "done", "C2": "done"}
     assert lanes_left(sandbox) == []
 

@@ -57,7 +57,7 @@ document(
                         "ceiling: max_agent_lanes lanes run in this TILTH_HOME)",
         "parallel_summary": "the lanes of a run ended; data: lanes, wall_s (first lane start to last landing), "
                             "task_s (the sum of each task's time in its lane), conflicts, redos, redo_s (lane time of "
-                            "the attempts that did not land)",
+                            "the attempts that did not land), redo_usd (what their model calls cost)",
     }
 )
 
@@ -74,6 +74,7 @@ class Lane:
     began: float
     future: Future = field(default_factory=Future)
     since: str = field(default_factory=iso)
+    log: LaneLog | None = None
     slot: IO[str] | None = None
 
 
@@ -85,6 +86,7 @@ class Tally:
     conflicts: int = 0
     redos: int = 0
     redo_s: float = 0.0
+    redo_usd: float = 0.0
 
 
 def run_lanes(run: Any, lock: Any, attempt: Callable, after_task: Callable) -> bool:
@@ -206,7 +208,7 @@ class Scheduler:
                            hooks=Hooks(hook_dirs(ws.paths.home), path, log, ws.record.id, git_dir))
         now = time.monotonic()
         self.tally.began = self.tally.began if self.tally.began is not None else now
-        lane = Lane(number, task, start, redo, now, slot=slot)
+        lane = Lane(number, task, start, redo, now, slot=slot, log=log)
         lane.future = self.pool.submit(self.work, lane_run, task, start)
         self.lanes[task.id] = lane
         self.show()
@@ -257,6 +259,7 @@ class Scheduler:
         ws, task = self.run.ws, lane.task
         self.tally.conflicts += landing.refused == "merge_conflict"
         self.tally.redo_s += seconds
+        self.tally.redo_usd += lane.log.spent_usd if lane.log else 0.0
         redo = self.redos[task.id] = self.redos.get(task.id, 0) + 1
         if redo <= REDO_LIMIT:
             self.tally.redos += 1
@@ -312,6 +315,7 @@ class Scheduler:
         if t.began is None:
             return
         figures = {"lanes": self.width, "wall_s": round(max(t.ended - t.began, 0.0), 3), "task_s": round(t.task_s, 3),
-                   "conflicts": t.conflicts, "redos": t.redos, "redo_s": round(t.redo_s, 3)}
+                   "conflicts": t.conflicts, "redos": t.redos, "redo_s": round(t.redo_s, 3),
+                   "redo_usd": round(t.redo_usd, 6)}
         ws.events.emit("parallel_summary", **figures)
         write_board(ws.paths.dir, [], [*read_board(ws.paths.dir)["runs"], figures])

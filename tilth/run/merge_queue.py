@@ -54,8 +54,12 @@ class LaneLog(EventLog):
         super().__init__(shared.path)
         self.shared, self.lane = shared, lane
         self.serial = shared.serial
+        self.spent_usd = 0.0
+        """What the lane's model calls cost (the report's cost of redos)."""
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
+        if type == "model_call" and isinstance(data.get("cost_usd"), (int, float)):
+            self.spent_usd += data["cost_usd"]
         self.shared.emit(type, task, iter, **data, lane=self.lane)
 
     def read(self) -> list[dict[str, Any]]:

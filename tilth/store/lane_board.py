@@ -46,4 +46,4 @@ def totals(runs: list[dict[str, Any]]) -> dict[str, float] | None:
 
     return {"lanes": max(int(r.get("lanes") or 0) for r in runs), "wall_s": total("wall_s"),
             "task_s": total("task_s"), "conflicts": total("conflicts"), "redos": total("redos"),
-            "redo_s": total("redo_s")}
+            "redo_s": total("redo_s"), "redo_usd": round(sum(float(r.get("redo_usd") or 0) for r in runs), 6)}

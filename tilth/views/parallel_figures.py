@@ -8,6 +8,7 @@ from typing import Any
 
 from tilth.store.lane_board import read_board, totals
 from tilth.store.home import SessionPaths
+from tilth.views.figures import money
 
 
 def figures(paths: SessionPaths) -> dict[str, Any]:
@@ -19,7 +20,8 @@ def figures(paths: SessionPaths) -> dict[str, Any]:
 def speedup_text(t: dict[str, float]) -> str:
     speed = f" ({t['task_s'] / t['wall_s']:.1f}x)" if t["wall_s"] > 0 else ""
     return (f"up to {int(t['lanes'])} lanes; {t['wall_s']:.1f} s of wall time for {t['task_s']:.1f} s of task time"
-            f"{speed}; {int(t['conflicts'])} conflicts, {int(t['redos'])} redos ({t['redo_s']:.1f} s not landed)")
+            f"{speed}; {int(t['conflicts'])} conflicts, {int(t['redos'])} redos ({t['redo_s']:.1f} s and "
+            f"{money(t.get('redo_usd', 0.0), False)} not landed)")
 
 
 def running_text(running: list[dict[str, Any]]) -> str:
