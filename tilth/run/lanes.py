@@ -18,6 +18,7 @@ same at the next run after a kill)."""
 from __future__ import annotations
 
 import shutil
+from contextlib import suppress
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -32,7 +33,7 @@ from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.commits import done_message
 from tilth.git.gitops import commit_staged, open_worktree
 from tilth.git.worktree_git import session_git_dir
-from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, make_lane, remove_lanes_root
+from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, make_lane, remove_lanes_root, reset_to
 from tilth.run.context import Sources
 from tilth.run.lane_limits import Slots, overlaps
 from tilth.run.merge_queue import LaneLog, LaneResult, Landing, land, note_refusal
@@ -131,6 +132,9 @@ class Scheduler:
         except BaseException as exc:
             self.halt = self.halt or exc
             self.run.stop.set(f"stopped: {type(exc).__name__}")
+            with suppress(Exception):  # a landing cut short leaves no merged tree for a later run to take as edits
+                ws = self.run.ws  # the branch's own tip: a commit may have landed just before the failure
+                reset_to(ws.repo, str(ws.repo.references[f"refs/heads/{ws.record.branch}"].target))
             for lane in list(self.lanes.values()):
                 self.requeue(lane, "the run stopped", wait_for=True)
         finally:
