@@ -90,15 +90,15 @@ class Tally:
     redo_usd: float = 0.0
 
 
-def run_lanes(run: Any, lock: Any, attempt: Callable, after_task: Callable) -> bool:
+def run_lanes(run: Any, lock: Any, attempt: Callable, after_task: Callable, learn: Callable) -> bool:
     """The plan's tasks in up to `parallel_tasks` lanes; False when a failure ends the session
-    (`stop_on_failure`). `run`: the session's `loop.Run`; `attempt`/`after_task`: the loop's."""
-    return Scheduler(run, lock, attempt, after_task).drive()
+    (`stop_on_failure`). `run`: the session's `loop.Run`; `attempt`/`after_task`/`learn`: the loop's."""
+    return Scheduler(run, lock, attempt, after_task, learn).drive()
 
 
 class Scheduler:
-    def __init__(self, run: Any, lock: Any, attempt: Callable, after_task: Callable):
-        self.run, self.lock, self.attempt, self.after_task = run, lock, attempt, after_task
+    def __init__(self, run: Any, lock: Any, attempt: Callable, after_task: Callable, learn: Callable):
+        self.run, self.lock, self.attempt, self.after_task, self.learn = run, lock, attempt, after_task, learn
         self.width = run.settings.parallel_tasks
         self.lanes: dict[str, Lane] = {}
         self.redos: dict[str, int] = {}
@@ -110,7 +110,9 @@ class Scheduler:
         self.tally = Tally()
         self.pool = ThreadPoolExecutor(self.width, thread_name_prefix="tilth-lane")
         self.later = ThreadPoolExecutor(1, thread_name_prefix="tilth-after-task")
-        """`after_task` (memory line, learnings: a model call, summary, post_task hooks) in order, beside the queue."""
+        """`after_task` (memory line, summary, post_task hooks) in order, beside the queue."""
+        self.learning = ThreadPoolExecutor(self.width, thread_name_prefix="tilth-learn")
+        """The self-improvement step of landed tasks (a model call each), at once, off the queue's path."""
         self.later_done: list[Future] = []
         ws = run.ws  # its own repository object: pygit2 objects are not shared between threads
         repo = open_worktree(Path(ws.record.worktree), session_git_dir(ws.record.repo, ws.record.id), repair=False)
@@ -139,6 +141,7 @@ class Scheduler:
                 self.requeue(lane, "the run stopped", wait_for=True)
         finally:
             self.pool.shutdown(wait=True)
+            self.learning.shutdown(wait=True)
             self.later.shutdown(wait=True)
             self.summarize()
         if self.halt is not None:
@@ -253,10 +256,19 @@ class Scheduler:
             return
         self.tally.task_s += seconds
         self.remove(lane, result.outcome, seconds)
+        if result.outcome != "parked" and run.settings.self_improvement:
+            self.later_done.append(self.learning.submit(self.learn_from, task, result.outcome, result.entry.iter))
         self.later_done.append(self.later.submit(self.after_task, self.after_run, task, result.outcome,
-                                                 result.entry.iter, landing.sha))
+                                                 result.entry.iter, landing.sha, True))
         if result.outcome == "failed" and run.settings.stop_on_failure:
             self.failed_stop = True
+
+    def learn_from(self, task: Task, outcome: str, iteration: int) -> None:
+        """The loop's `learn` on the session worktree, with a repository object of this thread's own."""
+        ws = self.run.ws
+        repo = open_worktree(Path(ws.record.worktree), session_git_dir(ws.record.repo, ws.record.id), repair=False)
+        self.learn(replace(self.run, sources=Sources(ws.paths, repo, self.run.settings, ws.events)), task, outcome,
+                   iteration)
 
     def refused(self, lane: Lane, landing: Landing, seconds: float) -> None:
         """Run the task again on the new head (then alone); past that, park it with a question."""

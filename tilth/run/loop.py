@@ -239,7 +239,7 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
 
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
-    tasks = (lambda: run_lanes(run, lock, attempt, after_task)) if run.settings.parallel_tasks > 1 else \
+    tasks = (lambda: run_lanes(run, lock, attempt, after_task, learn)) if run.settings.parallel_tasks > 1 else \
         (lambda: in_turn(run, lock))
     try:
         while tasks() and review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
@@ -383,23 +383,29 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
     return enforce_checks(run.backend.evaluator.evaluate(job), checks, run.baseline), verifies
 
 
-def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:
-    """The outcome's daily memory line, the self-improvement step, a fresh progress summary, then
-    the post_task hooks. Best effort: a provider failure here loses only the proposals, never the
-    task's outcome. A parked task has not ended: no memory line, nothing to learn yet."""
+def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str, learned: bool = False) -> None:
+    """The outcome's daily memory line, the self-improvement step (unless a parallel task's lane
+    `learned` already), a fresh progress summary, then the post_task hooks. Best effort: a provider
+    failure here loses only the proposals, never the task's outcome. A parked task has not ended:
+    no memory line, nothing to learn yet."""
     ws, s = run.ws, run.settings
     if outcome != "parked":
         note_daily_memory(ws, task.id, task.title, outcome == "done", sha, s)
-    if s.self_improvement and outcome != "parked":
-        history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
-        prompt = learning_prompt(run.sources, task, outcome, history)
-        try:
-            job = LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events, Path(ws.record.worktree),
-                              run.sandbox)
-            proposals = run.backend.learner.propose(job)
-            append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
-            ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
-        except (ProviderError, AgentFailed, UsageLimited, CapReached) as exc:  # a cap stops at the next task
-            ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
+    if s.self_improvement and outcome != "parked" and not learned:
+        learn(run, task, outcome, iteration)
     write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
     run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)
+
+
+def learn(run: Run, task: Task, outcome: str, iteration: int) -> None:
+    ws, s = run.ws, run.settings
+    history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
+    prompt = learning_prompt(run.sources, task, outcome, history)
+    try:
+        job = LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events, Path(ws.record.worktree),
+                          run.sandbox)
+        proposals = run.backend.learner.propose(job)
+        append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
+        ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
+    except (ProviderError, AgentFailed, UsageLimited, CapReached) as exc:  # a cap stops at the next task
+        ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
