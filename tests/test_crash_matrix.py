@@ -74,3 +74,33 @@ def test_kill_9_then_resume(sandbox, point, tasks, runs_of_t2):
     assert_files_intact(sandbox, "s1")
     if point == "before_commit":
         assert len(sandbox.ledger("s1", "T-2")) == 1, "an accepted attempt is committed, not redone"
+
+
+@pytest.mark.parametrize("point", ["lane_committed", "merge_shown"])
+@pytest.mark.slow
+def test_kill_9_in_a_parallel_landing_then_resume(sandbox, point):
+    plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2"), task("T-3")])
+    scenario = sandbox.write_json("scenario.json", {"tasks": ACCEPTING})
+    env = {"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false", "TILTH_TEST_PAUSE_AT": f"{point}@T-2"}
+    child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                          "scripted", "--scenario", str(scenario), "--foreground", "--parallel", "2", env=env)
+    wait_for_pause(child, point)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    assert "tilth-lane/s1/T-2" in git(sandbox.repo, "branch", "--list", "tilth-lane/*")
+    doctor = sandbox.tilth("doctor", "s1")
+    assert doctor.returncode == 1 and "lanes a killed run left for T-2" in doctor.stdout, doctor.stdout
+
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env={"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false"})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    commits = sandbox.commits("s1")
+    assert sorted(c["task"] for c in commits) == ["T-1", "T-2", "T-3"], "each task landed once"
+    assert git(sandbox.repo, "show", "session/s1:t2.py") == "two = 2\n"
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done", "T-3": "done"}
+    shas = [line[4] for line in sandbox.progress("s1")]
+    assert len(shas) == len(set(shas)) == 3, "no outcome is journalled twice"
+    assert git(sandbox.worktree("s1"), "status", "--porcelain") == ""
+    assert git(sandbox.repo, "branch", "--list", "tilth-lane/*") == "" and "+" not in git(
+        sandbox.repo, "worktree", "list")
+    assert sandbox.tilth("doctor", "s1").returncode == 0
+    assert_files_intact(sandbox, "s1")

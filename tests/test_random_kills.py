@@ -78,3 +78,62 @@ def test_kill_9_at_random_instants_then_resume_until_done(sandbox):
             assert 0 in codes, f"{where}: unkilled resumes ended with {codes}"
         check_invariants(sandbox, sid, where)
     assert kills >= TRIALS, f"seed={SEED}: the kills landed ({kills})"
+
+
+PARALLEL_PLAN = [task(f"{chain}{step}", depends_on=[f"{chain}1"] if step == 2 else []) for chain in "ABCD"
+                 for step in (1, 2)]
+PARALLEL_KILLS = int(os.environ.get("TILTH_PARALLEL_KILLS", "20"))
+
+
+def check_parallel_invariants(sandbox, sid: str, where: str) -> None:
+    commits = sandbox.commits(sid)
+    order = [c["task"] for c in commits]
+    assert sorted(order) == sorted(t["id"] for t in PARALLEL_PLAN), f"{where}: each task once: {order}"
+    assert all(c["outcome"] == "" for c in commits), where
+    for chain in "ABCD":
+        assert order.index(f"{chain}1") < order.index(f"{chain}2"), f"{where}: dependency order {order}"
+    assert git(sandbox.repo, "rev-list", "--merges", f"main..session/{sid}") == "", f"{where}: no merge commits"
+    assert set(sandbox.statuses(sid).values()) == {"done"}, where
+    shas = [line[4] for line in sandbox.progress(sid) if line[2] == "done"]
+    assert len(shas) == len(set(shas)) == len(PARALLEL_PLAN), f"{where}: one progress line per outcome"
+    assert git(sandbox.worktree(sid), "status", "--porcelain") == "", f"{where}: clean worktree"
+    locks = [p for p in (sandbox.repo / ".git").rglob("*.lock")]
+    assert locks == [], f"{where}: git locks left: {locks}"
+    listed = git(sandbox.repo, "worktree", "list", "--porcelain")
+    assert "+" not in listed and git(sandbox.repo, "branch", "--list", "tilth-lane/*") == "", \
+        f"{where}: a lane left behind: {listed}"
+    assert not (sandbox.home / "lanes" / sid).exists(), where
+    doctor = sandbox.tilth("doctor", sid)
+    assert doctor.returncode == 0, f"{where}: {doctor.stdout}{doctor.stderr}"
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_instants_with_parallel_lanes_then_resume_until_done(sandbox):
+    sandbox.env.update({"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false"})
+    rng = random.Random(SEED)
+    plan = str(sandbox.write_json("prd.json", PARALLEL_PLAN))
+    scenario = str(sandbox.write_json("scenario.json", {"default": [{"write": {"{task}.py": "done = True\n"}}]}))
+
+    def start(sid: str) -> list[str]:
+        return ["start", "--repo", str(sandbox.repo), "--prd", plan, "--id", sid, "--backend", "scripted",
+                "--scenario", scenario, "--foreground", "--parallel", "4"]
+
+    began = time.monotonic()
+    assert run_killing(sandbox, start("p0"), 180) == 0
+    window = time.monotonic() - began
+    check_parallel_invariants(sandbox, "p0", f"seed={SEED} unkilled")
+    kills, trial = 0, 0
+    while kills < PARALLEL_KILLS:
+        trial += 1
+        sid, where = f"p{trial}", f"seed={SEED} trial={trial}"
+        for _ in range(MAX_RUNS):
+            created = sandbox.session_dir(sid).is_dir()
+            code = run_killing(sandbox, ["resume", sid, "--foreground"] if created else start(sid),
+                               rng.uniform(0, window))
+            kills += code is None
+            if code == 0:
+                break
+            assert code is None, f"{where}: a run ended with exit {code}"
+        else:
+            assert run_killing(sandbox, ["resume", sid, "--foreground"], 180) == 0, where
+        check_parallel_invariants(sandbox, sid, where)

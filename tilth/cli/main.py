@@ -48,6 +48,22 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
                        expect_queued=expect_queued)
 
 
+def parallel_count(text: str) -> int:
+    """`--parallel N`: a whole number from 1 to 32."""
+    if not text.isdigit() or not 1 <= int(text) <= 32:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tasks from 1 to 32")
+    return int(text)
+
+
+def use_parallel(args: argparse.Namespace) -> None:
+    """`--parallel N` is the `parallel_tasks` setting, from the environment the settings load (so it is
+    recorded with the session and travels with it, like any setting this shell sets)."""
+    import os
+
+    if getattr(args, "parallel", None) is not None:
+        os.environ["TILTH_PARALLEL_TASKS"] = str(args.parallel)
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -67,6 +83,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise BadInput("no plan: pass --prd a prd.json, or --seed the directory `tilth prep` wrote")
     prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
+    use_parallel(args)
     settings = load_settings(tilth_home())
     dispatching = cmd_dispatch.wanted(args, settings)
     repo = None if dispatching else inputs.repository(args.repo)
@@ -121,6 +138,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         return cmd_dispatch.resume(found, args.id)
     paths, record = pick_session(args.id)
     refuse_archived(record)
+    use_parallel(args)
     settings, sources = load_settings_with_sources(paths.home)
     if not args.foreground:
         cmd_daemon.supervisor_sees_keys(paths.home, settings)
@@ -222,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--check", action="append", default=[], metavar="CMD",
                        help="a command run before every evaluation; failing blocks acceptance (repeatable)")
     start.add_argument("--foreground", action="store_true", help="run the session in this process")
+    start.add_argument("--parallel", type=parallel_count, metavar="N",
+                       help="run up to N independent tasks at once, each in its own worktree (docs/parallel.md)")
     start.add_argument("--dispatch", action="store_true", help="queue it in the broker for a `tilth worker` on any "
                                                                "machine ([dispatch] in config.toml)")
     start.add_argument("--at", metavar="TIME", help="start no earlier than this ISO-8601 time (local unless it has a zone)")
@@ -236,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     resume = sub.add_parser("resume", help="reconcile with the branch, unwind a FAILED placeholder, continue")
     resume.add_argument("id", nargs="?", help=ID_HELP)
+    resume.add_argument("--parallel", type=parallel_count, metavar="N",
+                        help="run up to N independent tasks at once from now on (docs/parallel.md)")
     resume.add_argument("--foreground", action="store_true",
                         help="run the session in this process (default: hand it to the supervisor)")
     resume.add_argument("--reload-settings", action="store_true",

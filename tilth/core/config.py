@@ -76,6 +76,15 @@ class Settings(BaseModel):
     Replaces `continue_after_failure` (still read: `stop_on_failure = not continue_after_failure`)."""
     max_parallel_sessions: int = Field(2, ge=1, le=1000)
     """How many sessions the supervisor (`tilth daemon`) runs at once; the rest wait queued."""
+    parallel_tasks: int = Field(1, ge=1, le=32)
+    """Tasks of one plan that run at once (`--parallel N`), each in its own worktree, landing on the session
+    branch through the merge queue (docs/parallel.md); 1 runs them one after another."""
+    max_agent_lanes: int = Field(8, ge=1, le=1000)
+    """The ceiling on parallel-task lanes running at once across every session of this `$TILTH_HOME` (each lane
+    runs one agent process at a time); a lane past it waits for one to end (docs/parallel.md)."""
+    lane_min_free_mb: int = Field(200, ge=0)
+    """Free disk (MiB) under `$TILTH_HOME` that must remain before a parallel task's worktree is made; below it
+    the lane waits for a running one to end, and with none running the session stops."""
     journal_lines: int = Field(30, ge=0)
     """How many recent progress lines each fresh worker context sees."""
     journal_chars: int = Field(1200, ge=0)

@@ -26,6 +26,9 @@ POINTS = {
     "after_failed_commit": "the FAILED placeholder exists; prd.json still says in_progress",
     "before_parked_commit": "a needs_human entry is in the ledger and its question in answers/; no PARKED placeholder",
     "after_parked_commit": "the PARKED placeholder exists; prd.json still says in_progress",
+    "lane_committed": "parallel tasks: a lane's one commit is on its lane branch; nothing of it has landed",
+    "merge_shown": "parallel tasks: the merged tree is in the session worktree and its checks passed; the session "
+                   "branch has not moved",
     "before_push": "a dispatched run checked its lease and sealed its snapshot; the push has not started",
     "after_worktree": "`tilth start`: branch and worktree exist; the staging dir holds only the creation record",
     "before_session_dir": "`tilth start`: the staging dir is complete (session.json too) but not renamed into place",

@@ -36,6 +36,7 @@ SESSION_FIELDS = (
     "usage_limit_backoff_s", "usage_limit_backoff_max_s", "script_runs_keep", "tool_timeout", "checks",
     "max_spend_usd", "max_wall_clock_s", "max_evaluator_calls_per_task", "prices", "max_attempts_per_task_total",
     "stall_after", "max_tokens_total", "final_review", "final_review_tasks", "verify_timeout_s", "protected_paths",
+    "parallel_tasks",
 )
 """What the task list needs to run the same way anywhere: models, budgets, caps, checks, prices."""
 
@@ -50,7 +51,7 @@ recorded with a session: notification URLs carry tokens; the broker and remote a
 MACHINE_FIELDS = ("sandbox", "agent_network", "base_url", "evaluator_base_url", "preflight", "worker_backend",
                   "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
                   "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns",
-                  "sandbox_expose", "agent_max_processes")
+                  "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb")
 """Recorded with a session, but a dispatched session's worker puts its own in force: what confines
 the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
 never the word of whoever wrote the session's files (`machine_view`)."""

@@ -22,6 +22,7 @@ from tilth.core.processes import proc_stat
 from tilth.git.gitops import GitError, open_repo
 from tilth.run.doctor_branch import (check_branch, check_git_locks, check_ledger, check_progress, check_statuses,
                                      check_worktree)
+from tilth.run.doctor_lanes import check_lanes
 from tilth.run.doctor_findings import OK, PERSON, PROBLEM, RUNNING, TORN_SUFFIX, Diagnosis
 from tilth.store.baseline import load_baseline
 from tilth.store.events import is_event
@@ -54,6 +55,7 @@ def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
         check_branch(d, repo)
         check_worktree(d, repo)
         check_git_locks(d, repo)
+        check_lanes(d)
         if d.branch_ok:
             check_statuses(d)
             check_progress(d)

@@ -17,6 +17,7 @@ from tilth.run.doctor import diagnose, torn_lines
 from tilth.run.doctor_findings import (DUPLICATES_SUFFIX, PERSON, PROBLEM, RECONCILED, REPAIRED, TORN_SUFFIX,
                                        Diagnosis, Finding)
 from tilth.run.outcomes import Workspace
+from tilth.run.lane_cleanup import clear_lanes
 from tilth.run.recovery import reconcile
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -142,4 +143,5 @@ def _reconcile(d: Diagnosis, events: EventLog) -> None:
         return
     ws = Workspace(d.paths, d.record, open_worktree(Path(d.record.worktree), session_git_dir(d.record.repo, d.record.id)), events)
     check_readable(ws.repo, d.record.branch)
+    clear_lanes(ws)
     reconcile(ws, unwind_failed=False)

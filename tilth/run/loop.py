@@ -34,13 +34,15 @@ from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker
 from tilth.run import session_notices
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.final_review import review_session
+from tilth.run.lane_cleanup import clear_lanes
+from tilth.run.lanes import run_lanes
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
 from tilth.run.parking import end_state, no_second_park, take_answers
 from tilth.run.pausing import Paused, wait_out
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
 from tilth.run.secret_gate import rejection as secret_rejection
-from tilth.run.stalling import repeats, stalled_verdict
+from tilth.run.stalling import break_stall
 from tilth.run.stopflag import StopFlag
 from tilth.store.baseline import Baseline
 from tilth.store.events import EventLog, document
@@ -175,7 +177,8 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events)
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
-    reconcile(ws, unwind_failed=resume)
+    clear_lanes(ws)
+    reconcile(ws, unwind_failed=resume, unwind_head=settings.parallel_tasks == 1)
     set_state(paths, SessionState.running, pid=os.getpid())
     record_transcript(paths, record, backend.label, events)
     session_notices.watch(paths, settings.notify, events, not settings.stop_on_failure)
@@ -240,22 +243,26 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
 
 
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
+    tasks = (lambda: run_lanes(run, lock, attempt, after_task, learn)) if run.settings.parallel_tasks > 1 else \
+        (lambda: in_turn(run, lock))
     try:
-        while True:
-            while (task := pick_next(run)) is not None:
-                lock.beat()
-                if run_task(run, task) == "failed" and run.settings.stop_on_failure:
-                    break
-            else:
-                if review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
-                    continue  # its findings became follow-up tasks
-            break
+        while tasks() and review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
+            pass  # its findings became follow-up tasks
     except Paused as paused:
         run.paused_until = paused.until
         return SessionState.paused, f"{paused.reason}; the supervisor resumes it at {paused.until}"
     except StopRequested as stop:
         return SessionState.stopped, str(stop) or "stop requested"
     return end_state(load_current_plan(run.ws.paths.prd), run.settings.stop_on_failure)
+
+
+def in_turn(run: Run, lock: SessionLock) -> bool:
+    """The tasks one after another; False when a failure ends the session (`stop_on_failure`)."""
+    while (task := pick_next(run)) is not None:
+        lock.beat()
+        if run_task(run, task) == "failed" and run.settings.stop_on_failure:
+            return False
+    return True
 
 
 def pick_next(run: Run) -> Task | None:
@@ -272,6 +279,15 @@ def run_task(run: Run, task: Task) -> str:
     run.ws.events.emit("task_started", task.id)
     if notes := take_unread(run.ws.paths.dir):
         run.ws.events.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
+    outcome, entry = attempt(run, task)
+    sha = commit_done(run.ws, task, entry, restage=False) if outcome == "done" else \
+        commit_parked(run.ws, task, entry) if outcome == "parked" else commit_failed(run.ws, task, entry)
+    after_task(run, task, outcome, entry.iter, sha)
+    return outcome
+
+
+def attempt(run: Run, task: Task) -> tuple[str, LedgerEntry]:
+    """Attempts until one is accepted (`done`, diff staged), asks (`parked`) or none are left (`failed`); no commit."""
     entry, attempts = None, 0
     while attempts < run.settings.max_iterations_per_task:
         if attempts:
@@ -287,17 +303,9 @@ def run_task(run: Run, task: Task) -> str:
             run.stop.check()
             continue
         attempts += 1
-        if entry.verdict.accepted:
-            sha = commit_done(run.ws, task, entry, restage=False)
-            after_task(run, task, "done", entry.iter, sha)
-            return "done"
-        if entry.verdict.parks:
-            sha = commit_parked(run.ws, task, entry)
-            after_task(run, task, "parked", entry.iter, sha)
-            return "parked"
-    sha = commit_failed(run.ws, task, entry)
-    after_task(run, task, "failed", entry.iter, sha)
-    return "failed"
+        if entry.verdict.accepted or entry.verdict.parks:
+            return ("done" if entry.verdict.accepted else "parked"), entry
+    return "failed", entry
 
 
 def attempts_used_up(run: Run, task: Task) -> LedgerEntry | None:
@@ -333,32 +341,13 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
         verdict = enforce_change(verdict, len(diff) == 0, task.allow_empty)
     elif not verdict.category or verdict.category == "none":
         verdict = verdict.model_copy(update={"category": "evaluator_question"})
-    verdict = break_stall(run, task, iteration, verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
+    verdict = break_stall(run.diff_shas.setdefault(task.id, {}), run.settings.stall_after, ws.events, task.id, iteration,
+                          verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict, verifies=verifies)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)
     return entry
-
-
-def break_stall(run: Run, task: Task, iteration: int, verdict: Verdict, entries: list[LedgerEntry],
-                diff_sha: str) -> Verdict:
-    """The verdict, or a parking one once `stall_after` rejections in a row repeat each other."""
-    diffs = run.diff_shas.setdefault(task.id, {})
-    diffs[iteration] = diff_sha
-    if run.settings.stall_after < 2:
-        return verdict
-    count, current, current_sha, what = 1, verdict, diff_sha, None
-    for previous in reversed(entries):
-        same = repeats(current, current_sha, previous, diffs.get(previous.iter))
-        if same is None:
-            break
-        count, current, current_sha, what = count + 1, previous.verdict, diffs.get(previous.iter), what or same
-        if count >= run.settings.stall_after:
-            run.ws.events.emit("task_stalled", task.id, iteration, count=count, category=verdict.category,
-                               concern=verdict.concern, same=what)
-            return stalled_verdict(task.id, verdict, count)
-    return verdict
 
 
 def worker_turn(run: Run, task: Task, iteration: int,
@@ -398,23 +387,29 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
     return enforce_checks(run.backend.evaluator.evaluate(job), checks, run.baseline), verifies
 
 
-def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str) -> None:
-    """The outcome's daily memory line, the self-improvement step, a fresh progress summary, then
-    the post_task hooks. Best effort: a provider failure here loses only the proposals, never the
-    task's outcome. A parked task has not ended: no memory line, nothing to learn yet."""
+def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str, learned: bool = False) -> None:
+    """The outcome's daily memory line, the self-improvement step (unless a parallel task's lane
+    `learned` already), a fresh progress summary, then the post_task hooks. Best effort: a provider
+    failure here loses only the proposals, never the task's outcome. A parked task has not ended:
+    no memory line, nothing to learn yet."""
     ws, s = run.ws, run.settings
     if outcome != "parked":
         note_daily_memory(ws, task.id, task.title, outcome == "done", sha, s)
-    if s.self_improvement and outcome != "parked":
-        history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
-        prompt = learning_prompt(run.sources, task, outcome, history)
-        try:
-            job = LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events, Path(ws.record.worktree),
-                              run.sandbox)
-            proposals = run.backend.learner.propose(job)
-            append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
-            ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
-        except (ProviderError, AgentFailed, UsageLimited, CapReached) as exc:  # a cap stops at the next task
-            ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))
+    if s.self_improvement and outcome != "parked" and not learned:
+        learn(run, task, outcome, iteration)
     write_summary(ws.paths, SummarySettings(s.summary_recent_tasks, s.summary_learnings, s.summary_table_rows))
     run.hooks.run("post_task", task.id, iteration, outcome=outcome, commit=sha)
+
+
+def learn(run: Run, task: Task, outcome: str, iteration: int) -> None:
+    ws, s = run.ws, run.settings
+    history = read_entries(ws.paths.ledger_dir, task.id)[-s.ledger_entries:] if s.ledger_entries else []
+    prompt = learning_prompt(run.sources, task, outcome, history)
+    try:
+        job = LearningJob(ws.record.id, task, outcome, iteration, prompt, ws.events, Path(ws.record.worktree),
+                          run.sandbox)
+        proposals = run.backend.learner.propose(job)
+        append_learnings(learnings_path(ws.paths), task.id, task.title, proposals)
+        ws.events.emit("learnings_proposed", task.id, iteration, count=len(proposals), error=None)
+    except (ProviderError, AgentFailed, UsageLimited, CapReached) as exc:  # a cap stops at the next task
+        ws.events.emit("learnings_proposed", task.id, iteration, count=0, error=str(exc))

@@ -91,7 +91,9 @@ def _restore_progress(ws: Workspace, commits: list[TaskCommit]) -> None:
         ws.events.emit("progress_restored", c.task_id, c.iterations, sha=c.sha)
 
 
-def reconcile(ws: Workspace, unwind_failed: bool) -> None:
+def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> None:
+    """`unwind_head=False` (parallel tasks, whose retries start in lanes of their own from the tip):
+    a FAILED placeholder at the tip stays, and its task is requeued like one below it."""
     removed = clear_stale_locks(ws.repo, ws.record.branch)
     if removed:
         ws.events.emit("stale_git_locks_removed", paths=removed)
@@ -114,7 +116,7 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
     # Another task's interrupted edits in the worktree: unwinding would mix the two tasks' work.
     busy = any(status == TaskStatus.in_progress and (tid not in latest or tid in retrying)
                for tid, status in before.items())
-    if unwind_failed and head and head.failed and head.sha == str(ws.repo.head.target) and not busy:
+    if unwind_failed and unwind_head and head and head.failed and head.sha == str(ws.repo.head.target) and not busy:
         soft_reset(ws.repo, str(ws.repo[head.sha].parents[0].id))
         changes[head.task_id] = TaskStatus.pending
         del latest[head.task_id]

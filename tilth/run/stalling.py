@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from difflib import SequenceMatcher
 
-from tilth.store.events import document
+from tilth.store.events import EventLog, document
 from tilth.store.ledger import LedgerEntry, Verdict
 
 document({"task_stalled": ("a task was rejected for the same reason `count` times in a row and parks with a question; "
@@ -52,3 +52,23 @@ def stalled_verdict(task_id: str, verdict: Verdict, count: int) -> Verdict:
                 "of the plan (`tilth plan edit`).")
     return Verdict(verdict="needs_human", category=STALLED, concern=verdict.concern, evidence=verdict.evidence,
                    next_step=verdict.next_step, question=question)
+
+
+def break_stall(diffs: dict[int, str], stall_after: int, events: EventLog, task_id: str, iteration: int,
+                verdict: Verdict, entries: list[LedgerEntry], diff_sha: str) -> Verdict:
+    """The verdict, or a parking one once `stall_after` rejections in a row repeat each other.
+    `diffs`: this task's attempts' diffs (sha1) in this run, by iteration; this one's is added."""
+    diffs[iteration] = diff_sha
+    if stall_after < 2:
+        return verdict
+    count, current, current_sha, what = 1, verdict, diff_sha, None
+    for previous in reversed(entries):
+        same = repeats(current, current_sha, previous, diffs.get(previous.iter))
+        if same is None:
+            break
+        count, current, current_sha, what = count + 1, previous.verdict, diffs.get(previous.iter), what or same
+        if count >= stall_after:
+            events.emit("task_stalled", task_id, iteration, count=count, category=verdict.category,
+                        concern=verdict.concern, same=what)
+            return stalled_verdict(task_id, verdict, count)
+    return verdict

@@ -9,6 +9,7 @@ emitted anywhere in the source but not registered, or a data field emitted but n
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ class EventType:
 
 DOCUMENTED: dict[str, EventType] = {}
 """Every registered event type, by name: the registry (`document` fills it, module by module)."""
-COMMON_FIELDS: frozenset[str] = frozenset()
+COMMON_FIELDS: frozenset[str] = frozenset({"lane"})  # a parallel task's lane stamps every event it writes
 """Data fields any event type may carry besides its own (none yet)."""
 UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run", "agent_step"}
 """Per-call bookkeeping, a dozen lines or more per iteration: written and flushed but not
@@ -70,18 +71,21 @@ class EventLog:
         self.keeper: AppendHook | None = None
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         """Called with each event once it is in the journal (the transcript, notifications)."""
+        self.serial = threading.RLock()
+        """One event at a time, journal line to last listener (parallel tasks emit from their lanes' threads)."""
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
         if type not in DOCUMENTED:
             raise ValueError(f"event type {type!r} is not documented; call events.document() in its module")
-        event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
-        append_jsonl(self.path, event, sync=type not in UNSYNCED)
-        if self.keeper is not None:
-            self.keeper.appended(type)
-        for listener in self.listeners:
-            listener(event)
-        if self.echo is not None:
-            self.echo(event)
+        with self.serial:
+            event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
+            append_jsonl(self.path, event, sync=type not in UNSYNCED)
+            if self.keeper is not None:
+                self.keeper.appended(type)
+            for listener in self.listeners:
+                listener(event)
+            if self.echo is not None:
+                self.echo(event)
 
     def read(self) -> list[dict[str, Any]]:
         return read_events(self.path)

@@ -84,6 +84,9 @@ class Task(BaseModel):
     may_change: list[NonEmpty] = Field(default_factory=list)
     """Globs of paths this task may delete, empty, mark skipped or change although the harness would
     otherwise reject it (`tests_weakened`, `protected_path`): e.g. `tests/old_*.py`."""
+    files: list[NonEmpty] = Field(default_factory=list)
+    """Globs of the paths this task expects to touch; with `--parallel`, two tasks whose globs overlap never run at
+    the same time (docs/parallel.md). Empty: it may run beside any task."""
 
     @property
     def criteria(self) -> list[Criterion]:

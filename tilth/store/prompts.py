@@ -8,6 +8,7 @@ length (`prompt_chars`); events from before this file existed carry the text as 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,17 @@ from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, parse_object
 
 FILE_NAME = "prompts.jsonl"
+APPENDING = threading.Lock()
+"""The offset and the append of one prompt together: parallel tasks' lanes assemble prompts in threads."""
 
 
 def append_prompt(path: Path, task_id: str, iteration: int | None, role: str, prompt: str) -> int:
     """Append one prompt; the byte offset its line starts at (or, after a torn line, just before it)."""
+    with APPENDING:
+        return _append(path, task_id, iteration, role, prompt)
+
+
+def _append(path: Path, task_id: str, iteration: int | None, role: str, prompt: str) -> int:
     try:
         offset = os.stat(path).st_size
     except FileNotFoundError:

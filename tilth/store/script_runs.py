@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,10 +68,20 @@ def _tail(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")[-RESULT_CHARS:]
 
 
+WRITING = threading.Lock()
+"""One run dir written (and pruned) at a time: parallel tasks' lanes record from threads of one runner,
+and `prune` removes a staging dir it does not know is another thread's."""
+
+
 def record(runs: Path, run: Finished, keep: int = DEFAULT_KEEP) -> str | None:
     """Write the run's dir, then apply retention; the run id (None when `keep` is 0)."""
     if keep <= 0:
         return None
+    with WRITING:
+        return _record(runs, run, keep)
+
+
+def _record(runs: Path, run: Finished, keep: int) -> str:
     runs.mkdir(parents=True, exist_ok=True)
     while True:
         run_id = new_run_id()

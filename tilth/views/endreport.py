@@ -6,6 +6,7 @@ from __future__ import annotations
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.views.asking import answer_command, question_lines
+from tilth.views.parallel_figures import parallel_lines
 from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
@@ -58,6 +59,7 @@ def build_report(paths: SessionPaths) -> str:
         for root in task.blocked_by) for task in t.tasks if task.blocked_by]
     lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
     lines += proof_lines(t)
+    lines += parallel_lines(paths)
     lines += [
         f"Iterations: {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",

@@ -26,6 +26,7 @@ from tilth.store.rollup import Rollup, load_rollup
 from tilth.store.session_peek import peek_session
 from tilth.store.session_record import SessionRecord
 from tilth.store.session_state import SessionState, effective_state
+from tilth.views.parallel_figures import figures, running_text, speedup_text
 from tilth.views.figures import money, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
 
@@ -82,6 +83,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     holder = read_holder(paths.lock) if state in (SessionState.running, SessionState.paused) else None
     rollup = load_rollup(paths.events)
     live = state == SessionState.running
+    lanes = figures(paths)
     for line in tasks:
         line.update(receipt(rollup, line["id"], utc_now() if live else None))
     summary = {
@@ -105,6 +107,8 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "auto_resume_attempts": rollup.auto_resume_attempts,
         "paused_until": record.paused_until,
         "questions": questions(paths, [t["id"] for t in tasks if t["status"] == TaskStatus.parked]),
+        "lanes": lanes["running"] if live else [],
+        "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
     }
     if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
@@ -358,6 +362,8 @@ def render_one(summary: dict[str, Any]) -> str:
         f"{money(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False))}",
     ]
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
+    lines += [f"lanes    {running_text(summary['lanes'])}"] if summary.get("lanes") else []
+    lines += [f"parallel {speedup_text(summary['parallel'])}"] if summary.get("parallel") else []
     verdicts = summary.get("verdicts") or {}
     width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
     for t in summary["tasks"]:

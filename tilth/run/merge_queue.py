@@ -1,0 +1,152 @@
+"""The merge queue of parallel tasks: a lane's one commit lands on `session/<id>`, one lane at a
+time, in the runner's main thread (the only writer of the session branch and of its worktree).
+
+Landing a lane's outcome, journalled step by step (each event carries the lane):
+1. `merge_started`: the lane's commit and the session head it goes onto;
+2. its change is picked onto that head as a three-way merge of trees (`git/lane_worktrees.pick_onto`: a
+   cherry-pick, never a merge commit); a conflict ends here (`merge_conflict`), nothing touched;
+3. the session worktree is set to the merged tree and the session's checks run on it; a check
+   that passed on the base commit and fails now ends here (`merge_checks_failed`): the worktree is
+   put back, the branch never moved;
+4. the ordinary task ending (`run/outcomes.py`: commit with its trailers, parent = the head of
+   step 1, so libgit2 refuses a branch that moved meanwhile; then prd.json, the progress line, the
+   event), then `merge_landed`.
+A kill before step 4's commit leaves the branch where it was: the next run's `lane_cleanup.clear_lanes`
+puts the worktree back and the task to pending; after it, `recovery.reconcile` finds the commit.
+A FAILED or PARKED placeholder lands the same way without the checks (it claims nothing); one
+whose partial work conflicts lands with the head's files (`placeholder_emptied`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tilth.agents.checks import enforce_checks, run_checks
+from tilth.core.faults import checkpoint
+from tilth.git.lane_worktrees import pick_onto, reset_to, show_tree, tree_of
+from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked
+from tilth.store.events import EventLog, document
+from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
+from tilth.store.prd import Task
+
+document(
+    {
+        "merge_started": "a lane's outcome began landing on the session branch; data: lane, commit (the lane's), "
+                         "onto (the session head), started_from (the head the lane's worktree was made from), outcome",
+        "merge_conflict": "a lane's accepted change conflicts with what landed since it started; the branch did not "
+                          "move and the task runs again on the new head; data: lane, paths, onto",
+        "merge_checks_failed": "a lane's accepted change merged cleanly but the session's checks fail on the merged "
+                               "tree; the branch did not move and the task runs again; data: lane, checks, onto",
+        "placeholder_emptied": "a FAILED or PARKED placeholder's partial work conflicted with the session head; it "
+                               "landed with the head's files; data: lane, paths",
+        "merge_landed": "a lane's outcome is on the session branch; data: lane, sha, onto, outcome",
+    }
+)
+
+
+class LaneLog(EventLog):
+    """A lane's view of the session journal: every event it emits carries `lane`, and goes through
+    the session's one `EventLog` (serialized, with its listeners and roll-up)."""
+
+    def __init__(self, shared: EventLog, lane: int):
+        super().__init__(shared.path)
+        self.shared, self.lane = shared, lane
+        self.serial = shared.serial
+        self.spent_usd = 0.0
+        """What the lane's model calls cost (the report's cost of redos)."""
+
+    def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
+        if type == "model_call" and isinstance(data.get("cost_usd"), (int, float)):
+            self.spent_usd += data["cost_usd"]
+        self.shared.emit(type, task, iter, **data, lane=self.lane)
+
+    def read(self) -> list[dict[str, Any]]:
+        return self.shared.read()
+
+
+@dataclass(frozen=True)
+class LaneResult:
+    """What a lane hands the merge queue: how its task ended, the last ledger entry, its one commit."""
+
+    outcome: str
+    entry: LedgerEntry
+    commit: str
+    started_from: str
+
+
+@dataclass(frozen=True)
+class Landing:
+    sha: str | None
+    """The commit on the session branch; None when it did not land."""
+    refused: str = ""
+    """`merge_conflict` or `merge_checks_failed` when it did not land."""
+    what: tuple[str, ...] = ()
+    """The conflicting paths, or the failing checks."""
+
+
+def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
+    """Land one lane's outcome on the session branch (`run`: the session's `loop.Run`)."""
+    ws: Workspace = run.ws
+    log = LaneLog(ws.events, lane)
+    onto, entry = ws.tip, result.entry
+    log.emit("merge_started", task.id, entry.iter, commit=result.commit, onto=onto,
+             started_from=result.started_from, outcome=result.outcome)
+    tree, conflicts = pick_onto(ws.repo, result.commit, onto)
+    if tree is None and result.outcome == "done":
+        log.emit("merge_conflict", task.id, entry.iter, paths=conflicts, onto=onto)
+        return Landing(None, "merge_conflict", tuple(conflicts))
+    if tree is None:
+        log.emit("placeholder_emptied", task.id, entry.iter, paths=conflicts)
+        tree = tree_of(ws.repo, onto)
+    show_tree(ws.repo, tree)
+    if result.outcome == "done" and (failing := failing_checks(run, task, entry.iter, log)):
+        reset_to(ws.repo, onto)
+        log.emit("merge_checks_failed", task.id, entry.iter, checks=failing, onto=onto)
+        return Landing(None, "merge_checks_failed", tuple(failing))
+    checkpoint("merge_shown", task.id)
+    lane_ws = replace(ws, events=log)
+    ending = {"done": lambda: commit_done(lane_ws, task, entry, restage=False),
+              "parked": lambda: commit_parked(lane_ws, task, entry)}.get(result.outcome,
+                                                                          lambda: commit_failed(lane_ws, task, entry))
+    sha = ending()
+    ws.tip = lane_ws.tip
+    log.emit("merge_landed", task.id, entry.iter, sha=sha, onto=onto, outcome=result.outcome)
+    return Landing(sha)
+
+
+def failing_checks(run: Any, task: Task, iteration: int, log: EventLog) -> list[str]:
+    """The session's checks on the merged tree in the session worktree: the ones that block (a
+    failure the base commit did not have), as `command (exit N)`."""
+    ws, s = run.ws, run.settings
+    commands = s.checks + ws.record.checks
+    if not commands:
+        return []
+    checks = run_checks(commands, Path(ws.record.worktree), s.tool_timeout, log, task.id, iteration, run.sandbox,
+                        s.script_runs_keep)
+    verdict = enforce_checks(Verdict(verdict="accept"), checks, run.baseline)
+    if verdict.accepted:
+        return []
+    return [f"{c.command} (exit {c.exit_code})" for c in checks if not c.passed]
+
+
+def note_refusal(ws: Workspace, task: Task, landing: Landing, lane: int, redo: int) -> int:
+    """The refusal as a ledger entry, so the task's next attempt sees what conflicted (or which
+    check broke) in its context; its iteration."""
+    iteration = len(read_entries(ws.paths.ledger_dir, task.id)) + 1
+    listed = ", ".join(landing.what[:20])
+    if landing.refused == "merge_conflict":
+        concern = (f"Your accepted change could not land on the session branch: other tasks' work landed first and "
+                   f"conflicts with it in {listed}.")
+    else:
+        concern = (f"Your accepted change merged onto the session branch, but then these checks failed: {listed}. "
+                   "Another task's work landed first; the two together break them.")
+    verdict = Verdict(verdict="reject", category=landing.refused, concern=concern,
+                      next_step="Do the task again on the current session head, which your worktree now holds (the "
+                                "other tasks' work included); keep their changes and make yours fit with them.")
+    append_entry(ws.paths.ledger_dir, task.id,
+                 LedgerEntry(iter=iteration, diff_summary="(did not land)", case=None, verdict=verdict))
+    LaneLog(ws.events, lane).emit("verdict", task.id, iteration, verdict="reject", category=landing.refused,
+                                  concern=concern, redo=redo)
+    return iteration
