@@ -10,8 +10,8 @@ from tilth.store.prd import TaskStatus, load_current_plan, set_status
 
 document(
     {
-        "lanes_cleared": "at run start, lanes a killed run left were removed and their tasks put back to pending; the "
-                         "session worktree was put back to the branch tip (a merge the kill cut short); data: tasks",
+        "lanes_cleared": ("at run start, lanes a killed run left were removed and their tasks put back to pending; the "
+                         "session worktree was put back to the branch tip (a merge the kill cut short); data: tasks", "tasks"),
     }
 )
 

@@ -48,17 +48,18 @@ from tilth.store.prd import Task, TaskStatus, load_current_plan, set_status
 
 document(
     {
-        "lane_started": "a task began in a lane of its own; data: lane, start (the session head its worktree was made "
-                        "from: it holds every commit the task depends on), redo (0, 1: again on a newer head, 2: alone)",
-        "lane_ended": "a lane's worktree and branch were removed; data: lane, outcome (done|failed|parked|merge_conflict|"
-                      "merge_checks_failed|stopped), seconds (from the lane's start to its landing)",
-        "lane_requeued": "a lane stopped before its task ended (a stop, a cap, a crash elsewhere): the task is pending "
-                         "again and its lane removed; data: lane, why",
-        "lane_waiting": "a ready task could not start a lane; data: why (disk: less than lane_min_free_mb free; "
-                        "ceiling: max_agent_lanes lanes run in this TILTH_HOME)",
-        "parallel_summary": "the lanes of a run ended; data: lanes, wall_s (first lane start to last landing), "
+        "lane_started": ("a task began in a lane of its own; data: lane, start (the session head its worktree was made "
+                        "from: it holds every commit the task depends on), redo (0, 1: again on a newer head, 2: alone)", "start redo"),
+        "lane_ended": ("a lane's worktree and branch were removed; data: lane, outcome (done|failed|parked|merge_conflict|"
+                      "merge_checks_failed|stopped), seconds (from the lane's start to its landing)", "outcome seconds"),
+        "lane_requeued": ("a lane stopped before its task ended (a stop, a cap, a crash elsewhere): the task is pending "
+                         "again and its lane removed; data: lane, why", "why"),
+        "lane_waiting": ("a ready task could not start a lane; data: why (disk: less than lane_min_free_mb free; "
+                        "ceiling: max_agent_lanes lanes run in this TILTH_HOME)", "why free_mb"),
+        "parallel_summary": ("the lanes of a run ended; data: lanes, wall_s (first lane start to last landing), "
                             "task_s (the sum of each task's time in its lane), conflicts, redos, redo_s (lane time of "
                             "the attempts that did not land), redo_usd (what their model calls cost)",
+                             "lanes wall_s task_s conflicts redos redo_s redo_usd"),
     }
 )
 

@@ -69,7 +69,7 @@ document(
                     "setting, network (on|off: whether the agent's commands reach the network), processes "
                     "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
                     "mode unconfined setting network processes"),
-        "task_started": "a task was marked in_progress",
+        "task_started": ("a task was marked in_progress; data: start (in a lane: the session head it started from)", "start"),
         "attempts_used_up": ("a task has had max_attempts_per_task_total attempts over all runs and fails without "
                              "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
                              "data: attempts, limit", "attempts limit"),
@@ -80,8 +80,8 @@ document(
         "worker_done": ("the worker returned; data: made_case, failed (why its agent process failed, when it did), "
                         "asked (the question it ended with instead of a case: the task parks)",
                         "made_case asked failed"),
-        "verdict": ("the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
-                    "verdict category concern"),
+        "verdict": ("the evaluator's verdict, appended to the ledger; data: verdict, category, concern, redo (a lane's "
+                    "accepted change that did not land: why it runs again)", "verdict category concern redo"),
         "session_end": ("the loop ended; data: state, exit_code, reason", "state exit_code reason"),
         "session_report": ("the end-of-session report, also written to report.md; data: text", "text"),
     }

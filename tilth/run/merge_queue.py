@@ -33,15 +33,16 @@ from tilth.store.prd import Task
 
 document(
     {
-        "merge_started": "a lane's outcome began landing on the session branch; data: lane, commit (the lane's), "
+        "merge_started": ("a lane's outcome began landing on the session branch; data: lane, commit (the lane's), "
                          "onto (the session head), started_from (the head the lane's worktree was made from), outcome",
-        "merge_conflict": "a lane's accepted change conflicts with what landed since it started; the branch did not "
-                          "move and the task runs again on the new head; data: lane, paths, onto",
-        "merge_checks_failed": "a lane's accepted change merged cleanly but the session's checks fail on the merged "
-                               "tree; the branch did not move and the task runs again; data: lane, checks, onto",
-        "placeholder_emptied": "a FAILED or PARKED placeholder's partial work conflicted with the session head; it "
-                               "landed with the head's files; data: lane, paths",
-        "merge_landed": "a lane's outcome is on the session branch; data: lane, sha, onto, outcome",
+                          "commit onto started_from outcome"),
+        "merge_conflict": ("a lane's accepted change conflicts with what landed since it started; the branch did not "
+                          "move and the task runs again on the new head; data: lane, paths, onto", "paths onto"),
+        "merge_checks_failed": ("a lane's accepted change merged cleanly but the session's checks fail on the merged "
+                               "tree; the branch did not move and the task runs again; data: lane, checks, onto", "checks onto"),
+        "placeholder_emptied": ("a FAILED or PARKED placeholder's partial work conflicted with the session head; it "
+                               "landed with the head's files; data: lane, paths", "paths"),
+        "merge_landed": ("a lane's outcome is on the session branch; data: lane, sha, onto, outcome", "sha onto outcome"),
     }
 )
 
