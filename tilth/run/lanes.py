@@ -17,6 +17,7 @@ same at the next run after a kill)."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from contextlib import suppress
 import time
@@ -207,7 +208,7 @@ class Scheduler:
         log.emit("lane_started", task.id, start=start, redo=redo)
         if notes := take_unread(ws.paths.dir):
             log.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
-        record = ws.record.model_copy(update={"worktree": str(path), "branch": lane_branch(ws.record.id, task.id)})
+        record = dataclasses.replace(ws.record, worktree=str(path), branch=lane_branch(ws.record.id, task.id))
         git_dir = lane_git_dir(ws.record.repo, ws.record.id, task.id)
         confinement = replace(session_confinement(record.sandbox or "off", ws.paths, record, run.settings),
                               git_dir=git_dir)
