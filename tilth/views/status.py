@@ -18,6 +18,7 @@ from typing import Any
 
 from tilth.core.clock import parse_utc, utc_now
 from tilth.core.errors import BadInput
+from tilth.core.terminal import clean, unguarded
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import TaskLine, peek_plan
@@ -288,13 +289,16 @@ STATE_STYLES = {"running": "bold green", "queued": "cyan", "done": "green", "fai
 
 def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
     """The same table for a terminal, with rich (imported only here, so pipes stay cheap)."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    console = Console(file=unguarded(sys.stdout))  # its colours are its own; every cell below is cleaned
     footer = _with_legend(summaries, footer)
     if not summaries:
-        console.print(render_table(summaries, footer), markup=False, highlight=False)
+        console.print(clean(render_table(summaries, footer)), markup=False, highlight=False)
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in COLUMNS:
@@ -302,10 +306,11 @@ def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
                          no_wrap=name in ("SESSION", "BRANCH"))
     for summary, row in zip(summaries, rows(summaries)):
         style = STATE_STYLES.get(summary["state"], "")
-        table.add_row(*row[:1], f"[{style}]{row[1]}[/]" if style else row[1], *row[2:])
+        cells = [Text(clean(cell)) for cell in row]
+        table.add_row(*cells[:1], Text(clean(row[1]), style=style), *cells[2:])
     console.print(table)
     if footer:
-        console.print(footer, markup=False, highlight=False)
+        console.print(clean(footer), markup=False, highlight=False)
 
 
 def _sandbox(mode: str | None) -> str:
