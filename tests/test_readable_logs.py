@@ -145,7 +145,7 @@ def test_report_has_a_task_table_honest_labels_and_counts_only_running_time(sand
     finally:
         runner.kill()
     stopped = sandbox.tilth("status", "s1")  # time passes while the session is stopped
-    assert "stopped" in stopped.stdout and "(attempt 1: reject (weak_test): no test covers it)" in stopped.stdout
+    assert "stopped" in stopped.stdout and '(attempt 1: rejected: the evaluator found the tests too weak: "no test covers it")' in stopped.stdout
     resumed = sandbox.tilth("resume", "s1", "--foreground")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "[T-1 #2] verdict: accept\n" in resumed.stdout and "[T-2 #1] verdict: accept\n" in resumed.stdout
@@ -170,8 +170,8 @@ def test_report_has_a_task_table_honest_labels_and_counts_only_running_time(sand
     assert f"Wall time:  {duration(running)} over 2 runs (time stopped not counted)\n" in report
 
     pr = pr_body(facts)
-    assert "| T-1 | Task T-1 | done | 2 | accept |" in pr and "| T-2 | Task T-2 | done | 1 | accept |" in pr
+    assert "| T-1 | Task T-1 | done | 2 | accepted |" in pr and "| T-2 | Task T-2 | done | 1 | accepted |" in pr
     status = sandbox.tilth("status", "s1").stdout
-    assert "T-1: Task T-1  (attempt 2: accept)" in status and "T-2: Task T-2  (attempt 1: accept)" in status
+    assert "T-1: Task T-1  (attempt 2: accepted)" in status and "T-2: Task T-2  (attempt 1: accepted)" in status
     for shown in (report, pr, status, resumed.stdout, sandbox.tilth("logs", "s1").stdout):
         assert "accept (" not in shown and "(none)" not in shown and "| none |" not in shown

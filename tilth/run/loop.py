@@ -291,6 +291,7 @@ def run_task(run: Run, task: Task) -> str:
             sha = commit_parked(run.ws, task, entry)
             after_task(run, task, "parked", entry.iter, sha)
             return "parked"
+    run.stop.check()  # a stop during the last attempt may have spoiled it: the task is stopped, not failed
     sha = commit_failed(run.ws, task, entry)
     after_task(run, task, "failed", entry.iter, sha)
     return "failed"

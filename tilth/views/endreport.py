@@ -6,6 +6,7 @@ from __future__ import annotations
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.views.asking import answer_command, question_lines
+from tilth.views.figures import spend
 from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
@@ -41,17 +42,28 @@ def task_table(t: SessionTally) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
+def failed_lines(t: SessionTally) -> list[str]:
+    """`  FAILED T-2 <title>: failed after 2 attempts: the evaluator found ...`, one per failed task."""
+    return [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+
+
+def headline(t: SessionTally) -> str:
+    """`Session s1: failed`, `Session s1: stopped by `tilth stop``, `Session s1: stopped (cap ... reached)`."""
+    if t.reason and t.reason.split(" ", 1)[0] == t.state:
+        return f"Session {t.id}: {t.reason}"
+    return f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else "")
+
+
 def build_report(paths: SessionPaths) -> str:
     t = tally(paths)
     head = t.head_commit[:7] if t.head_commit else "(worktree gone)"
-    unpriced = f" ({t.unpriced_calls} model calls without a price)" if t.unpriced_calls else ""
     lines = [
-        f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""),
+        headline(t),
         f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed"
         + (f", {t.parked} parked" if t.parked else "") + (f", {t.blocked} blocked" if t.blocked else ""),
     ]
     lines += task_table(t) if t.tasks else []
-    lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+    lines += failed_lines(t)
     outcomes = {task.id: task.outcome for task in t.tasks}
     lines += [f"  BLOCKED {task.id} {task.title}: waits on " + ", ".join(
         f"{root}, which {'waits for an answer' if outcomes.get(root) == 'parked' else 'failed'}"
@@ -59,9 +71,9 @@ def build_report(paths: SessionPaths) -> str:
     lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
     lines += proof_lines(t)
     lines += [
-        f"Iterations: {t.iterations}",
+        f"Attempts:   {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",
-        f"Cost:       {money(t.cost_usd, t.cost_is_lower_bound)}{unpriced}",
+        f"Cost:       {spend(t.cost_usd, t.cost_is_lower_bound, t.unpriced_calls)}",
         f"Wall time:  {duration(t.wall_seconds)}" + (f" over {t.runs} runs (time stopped not counted)"
                                                      if t.runs > 1 else ""),
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",

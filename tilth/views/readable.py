@@ -19,6 +19,7 @@ import orjson
 
 from tilth.store.redaction import redact_text
 from tilth.views.figures import short, verdict_label
+from tilth.views.reasons import session_end, task_failure
 
 ARGUMENT_CHARS = 100
 TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("path",), "edit_file": ("path",),
@@ -85,6 +86,8 @@ class Readable:
         self.channels: dict[str, list[int]] = {}
         self.refusals: list[str] = []
         self.refused_at = ""
+        self.verdicts: dict[str, tuple[int, Any, Any]] = {}
+        """Each task's last verdict seen (attempt, category, concern): a FAILED line says why from it."""
         self.wording: dict[str, Callable[[dict[str, Any]], str | list[str] | None]] = {
             "session_created": lambda d: f"created branch {d['branch']} from {_sha(d, 'base')}",
             "session_queued": lambda d: f"queued for the supervisor ({d.get('reason')})"
@@ -132,7 +135,7 @@ class Readable:
             "commit": lambda d: None,
             "failed_commit": lambda d: None,
             "task_done": lambda d: f"done: commit {_sha(d)}",
-            "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",
+            "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",  # without its verdict
             "parked_commit": lambda d: None,
             "task_parked": lambda d: f"PARKED placeholder {_sha(d)}: waits for an answer to {short(d.get('question'))}",
             "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {_sha(d)}",
@@ -161,7 +164,7 @@ class Readable:
             "accepted_committed": lambda d: f"recovered an accepted attempt: commit {_sha(d)}",
             "task_requeued": lambda d: "was interrupted; retrying with its edits kept",
             "cap_reached": lambda d: f"cap reached: {d['cap']} ({d['value']} >= {d['limit']})",
-            "session_end": lambda d: f"session {d['state']}" + (f": {d['reason']}" if d.get("reason") else ""),
+            "session_end": self._end,
             "session_report": lambda d: d["text"].rstrip().splitlines(),
         }
 
@@ -176,6 +179,8 @@ class Readable:
         wording = self.wording.get(event["type"])
         try:
             text = wording(event["data"]) if wording else _compact(event)
+            if event["type"] in ("verdict", "task_failed") and event.get("task"):
+                text = self._failure(event, text)
         except (KeyError, TypeError, AttributeError):  # a journal written by another version of tilth
             text = _compact(event)
         if text is None and self.everything:
@@ -184,6 +189,22 @@ class Readable:
         where = _where(event)
         out += [where + t if where and t else t for t in texts]
         return [redact_text(line) for line in out]
+
+    def _failure(self, event: dict[str, Any], text: str) -> str:
+        """A FAILED line says why in words, from the task's last verdict (the event has only its code)."""
+        data = event["data"]
+        if event["type"] == "verdict":
+            self.verdicts[event["task"]] = (event.get("iter") or 0, data.get("category"), data.get("concern"))
+            return text
+        if (last := self.verdicts.get(event["task"])) is None:
+            return text
+        return f"FAILED placeholder {_sha(data)}: {task_failure(*last)}"
+
+    def _end(self, data: dict[str, Any]) -> str:
+        said = session_end(data["state"], data.get("reason"), data.get("by"))
+        if said.split(" ", 1)[0] == data["state"]:
+            return f"session {said}"
+        return f"session {data['state']}" + (f": {said}" if said else "")
 
     def _channel(self, data: dict[str, Any]) -> None:
         counts = self.channels.setdefault(str(data.get("role")), [0, 0])
