@@ -1,5 +1,5 @@
 """The one sanitizer for what tilth prints: control characters other than newline and tab shown
-escaped (`\\x1b`, `\\x07`, `\\x9b`, `\\u202e`), so text from a model, a plan, the broker or a file
+escaped (`\\x1b`, `\\x07`, `\\u009b`, `\\u202e`), so text from a model, a plan, the broker or a file
 can never retitle, clear or reprogram the person's terminal (`ESC ] 0 ; ... BEL`, `ESC [ 2 J`).
 
 `clean` is the function; `guard_std_streams` puts it under every write to `sys.stdout` and
@@ -15,8 +15,10 @@ from typing import Any, TextIO
 _CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
 _BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 """Direction overrides and marks: they reorder what is shown (Trojan Source), so they are shown as escapes too."""
-_TABLE = {code: (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+_TABLE = {code: (f"\\x{code:02x}" if code < 0x20 else f"\\u{code:04x}")
           for code in [*_CONTROLS, *_BIDI] if code not in (0x0A, 0x09)}
+"""C0 as `\\x1b`; the rest as `\\u009b`, which is also how JSON writes it, so `--json` output stays JSON
+(JSON already escapes C0 itself)."""
 
 
 def clean(text: str) -> str:
