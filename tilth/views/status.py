@@ -116,8 +116,9 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     return summary
 
 
-LIVE = (SessionState.running, SessionState.paused)
-"""The states in which a session has a current task: running, or paused in the middle of one."""
+LIVE = (SessionState.running, SessionState.paused, SessionState.crashed)
+"""The states in which a session has a current task: running, paused in the middle of one, or crashed
+in it (to be resumed there); an ended session has none."""
 
 
 def receipt(rollup: Rollup, task_id: str, now: datetime | None) -> dict[str, Any]:
