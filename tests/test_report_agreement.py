@@ -22,6 +22,9 @@ from fake_openai import call, reply
 from test_notify import Receiver
 from tilth.cli.review import pr_body
 from tilth.store.home import session_paths
+from tilth.views.figures import dollars, money, plural, spend
+from tilth.views.readable import Readable
+from tilth.views.reasons import session_end, task_failure, verdict_words
 from tilth.views.tally import tally
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J"
@@ -96,9 +99,12 @@ def test_every_report_of_one_session_agrees(sandbox, fake, model_env):
 
     # outcome words: stopped, never FAILED, for T-3 and the session, everywhere
     assert summary["state"] == "stopped" and facts.state == "stopped"
-    assert end_note["title"] == "tilth: session s1 stopped (1/3 tasks)" and end_note["type"] != "failure"
-    assert report.startswith("Session s1: stopped\n") and end_note["message"].startswith("Session s1: stopped\n")
-    assert "s1 [stopped]" in digest and "session s1: stopped" in status_text
+    said = "stopped on request"  # a SIGTERM without a person's `acted` stop event: nobody said who
+    assert end_note["title"] == f"tilth: session s1 {said} (1/3 tasks)" and end_note["type"] != "failure"
+    assert report.startswith(f"Session s1: {said}\n") and end_note["message"].startswith(f"Session s1: {said}\n")
+    assert "s1 [stopped]" in digest and f"session {said} (`tilth resume s1`)" in digest
+    assert "session s1: stopped" in status_text and f"reason   {said}" in status_text.splitlines()
+    assert f"session {said}" in logs
     for text in (report, body, started_out, *notes, digest, logs, status_text):
         assert "FAILED T-3" not in text and "FAILED placeholder" not in text.split("[T-3")[-1]
     assert {t["id"]: t["status"] for t in summary["tasks"]} == {"T-1": "done", "T-2": "failed", "T-3": "in_progress"}
@@ -148,3 +154,43 @@ def test_every_report_of_one_session_agrees(sandbox, fake, model_env):
     # nothing from the plan or the model reached the terminal raw, and it is still there to read
     no_raw_controls(started_out, started_err, status_text, table, digest, logs)
     assert "Greet \\x1b]0;owned\\x07\\x1b[2J" in status_text and "\\x1b[2J" in logs
+
+
+def event(kind: str, data: dict, task_id: str | None = None, iteration: int | None = None) -> dict:
+    return {"ts": "2026-01-01T00:00:00.000Z", "type": kind, "task": task_id, "iter": iteration, "data": data}
+
+
+def test_a_stop_says_who_asked_when_its_event_says():
+    readable = Readable()
+    assert readable.lines(event("session_end", {"state": "stopped", "exit_code": 3, "reason": "stop requested"})) \
+        == ["session stopped on request"]
+    readable.lines(event("acted", {"action": "stop", "by": "dashboard"}))
+    assert readable.lines(event("session_end", {"state": "stopped", "exit_code": 3, "reason": "stop requested"})) \
+        == ["session stopped from the dashboard"]
+    assert session_end("stopped", "stop requested", "cli") == "stopped by `tilth stop`"
+    assert session_end("stopped", "max_spend_usd reached (0.2 >= 0.1); raise it", "cli").startswith("max_spend_usd")
+
+
+def test_a_failed_line_in_the_logs_says_why_in_words():
+    readable = Readable()
+    readable.lines(event("verdict", {"verdict": "reject", "category": "check_failed", "concern": "pytest: 2 failed"},
+                         "T-4", 3))
+    [line] = readable.lines(event("task_failed", {"sha": "0123456789", "reason": "iterations_exhausted after 3 "
+                                                  "attempts; last verdict check_failed"}, "T-4", 3))
+    assert line == '[T-4] FAILED placeholder 0123456: failed after 3 attempts: a check failed: "pytest: 2 failed"'
+
+
+@pytest.mark.parametrize("shown, expected", [
+    (lambda: money(0.00004), "< $0.0001"), (lambda: money(0.004, places=2), "< $0.01"),
+    (lambda: money(0.0123), "$0.0123"), (lambda: money(0.0, True), "≥ $0.0000"),
+    (lambda: dollars(0.001), "$0.001"), (lambda: dollars(5), "$5.00"), (lambda: dollars(0.0005), "$0.0005"),
+    (lambda: spend(0.0, False, 3), "unknown (3 model calls without a price)"),
+    (lambda: spend(0.5, False, 1), "≥ $0.5000 (1 model call without a price)"),
+    (lambda: spend(0.0, False, 2, brief=True), "unknown"),
+    (lambda: plural(1, "model call"), "1 model call"), (lambda: plural(2, "attempt"), "2 attempts"),
+    (lambda: task_failure(1, "weak_test", "no\ntest"), 'failed after 1 attempt: the evaluator found the tests too '
+                                                        'weak: "no test"'),
+    (lambda: verdict_words("needs_human", "evaluator_question", "which one?"), 'waits for an answer: "which one?"'),
+])
+def test_figures_and_reasons_read_right(shown, expected):
+    assert shown() == expected

@@ -83,7 +83,7 @@ class Notifier:
             try:
                 t = tally(self.paths)
                 tasks, body = f" ({t.done}/{len(t.tasks)} tasks)", short_report(t, self.paths)
-                stop_words = t.reason if t.reason and t.reason.startswith("stopped") else "stopped"
+                stop_words = t.reason if t.reason and t.reason.startswith("stopped ") else "stopped"
             except Exception as exc:  # the message still goes out, plainer
                 said = session_end(state, data.get("reason"), data.get("by"))
                 reason = f" ({said})" if said and said != state else ""

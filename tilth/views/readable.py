@@ -86,6 +86,7 @@ class Readable:
         self.channels: dict[str, list[int]] = {}
         self.refusals: list[str] = []
         self.refused_at = ""
+        self.stop_by: str | None = None
         self.verdicts: dict[str, tuple[int, Any, Any]] = {}
         """Each task's last verdict seen (attempt, category, concern): a FAILED line says why from it."""
         self.wording: dict[str, Callable[[dict[str, Any]], str | list[str] | None]] = {
@@ -181,6 +182,8 @@ class Readable:
             text = wording(event["data"]) if wording else _compact(event)
             if event["type"] in ("verdict", "task_failed") and event.get("task"):
                 text = self._failure(event, text)
+            if event["type"] == "acted" and event["data"].get("action") == "stop":
+                self.stop_by = event["data"].get("by")  # the end it asks for says who asked
         except (KeyError, TypeError, AttributeError):  # a journal written by another version of tilth
             text = _compact(event)
         if text is None and self.everything:
@@ -201,7 +204,7 @@ class Readable:
         return f"FAILED placeholder {_sha(data)}: {task_failure(*last)}"
 
     def _end(self, data: dict[str, Any]) -> str:
-        said = session_end(data["state"], data.get("reason"), data.get("by"))
+        said = session_end(data["state"], data.get("reason"), data.get("by") or self.stop_by)
         if said.split(" ", 1)[0] == data["state"]:
             return f"session {said}"
         return f"session {data['state']}" + (f": {said}" if said else "")

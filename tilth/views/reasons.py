@@ -50,8 +50,9 @@ STOP_BY = {"cli": "by `tilth stop`", "dashboard": "from the dashboard"}
 
 
 def stopped(by: str | None = None) -> str:
-    """`stopped by `tilth stop``, `stopped from the dashboard`, or just `stopped` when nobody said who."""
-    return "stopped" + (f" {STOP_BY.get(by, f'by {by}')}" if by else "")
+    """`stopped by `tilth stop``, `stopped from the dashboard`, or `stopped on request` when nobody said who
+    (a signal: `tilth stop`, Ctrl-C, a shutdown)."""
+    return "stopped " + (STOP_BY.get(by, f"by {by}") if by else "on request")
 
 
 def session_end(state: str, reason: str | None, by: str | None = None) -> str:

@@ -28,7 +28,7 @@ from tilth.store.session_peek import SessionView, peek_session
 from tilth.store.session_state import SessionState, effective_state
 from tilth.views.figures import dollars, money, spend, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
-from tilth.views.reasons import task_failure, verdict_words
+from tilth.views.reasons import session_end, task_failure, verdict_words
 
 
 VERDICT_CHARS = 100
@@ -365,7 +365,8 @@ def render_one(summary: dict[str, Any]) -> str:
     removed = _removed(summary)
     lines = [
         f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
-        *([f"reason   {summary['reason']}"] if summary.get("reason") and not removed else []),
+        *([f"reason   {session_end(summary['state'], summary['reason'])}"] if summary.get("reason") and not removed
+          else []),
         f"branch   {summary['branch']}" + (f" ({summary.get('reason') or 'removed by cleanse'})" if removed else ""),
         f"worktree {'(removed)' if removed else summary['worktree']}",
         f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),

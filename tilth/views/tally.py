@@ -227,8 +227,12 @@ def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, Verdict | None, t
     return len(entries), entries[-1].verdict, rejected, entries[-1].verifies
 
 
-STOPPING = ("session_stopped", "stop_requested", "session_end")
-"""The events a stop may write, each with `by` (`cli`, `dashboard`) when it knows who asked."""
+def _stop_event(event: dict[str, Any]) -> bool:
+    """An event a stop writes, with `by` (`cli`, `dashboard`) when it knows who asked: the `acted`
+    event of a person's stop (written before the runner is signalled), `session_stopped`, `session_end`."""
+    data = event.get("data") or {}
+    return event["type"] in ("session_stopped", "session_end") or (event["type"] == "acted"
+                                                                   and data.get("action") == "stop")
 
 
 def _stopped_by(events: list[dict[str, Any]]) -> str | None:
@@ -236,7 +240,7 @@ def _stopped_by(events: list[dict[str, Any]]) -> str | None:
     for event in reversed(events):
         if event["type"] == "session_started":
             return None  # a stop before this run's start is not why it ended
-        by = (event.get("data") or {}).get("by") if event["type"] in STOPPING else None
+        by = (event.get("data") or {}).get("by") if _stop_event(event) else None
         if isinstance(by, str) and by:
             return by
     return None
