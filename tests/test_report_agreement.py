@@ -131,8 +131,9 @@ def test_every_report_of_one_session_agrees(sandbox, fake, model_env):
     # commits as they are: the branch holds T-1's commit and T-2's FAILED placeholder
     shas = [c["sha"][:7] for c in sandbox.commits("s1")]
     assert len(shas) == len(facts.commits) == 2
-    assert (f"2 commits from tilth session `s1` on `session/s1` (base `{facts.base_commit[:7]}`): 1 task commit, "
-            f"1 placeholder holding partial work: `{shas[1]}` FAILED (T-2).") in body
+    counted = f"2 commits: 1 task commit, 1 placeholder holding partial work: `{shas[1]}` FAILED (T-2)"
+    assert (f"Tasks from tilth session `s1` on `session/s1` (base `{facts.base_commit[:7]}`), {counted}.") in body
+    assert f"Commits:    {counted}\n" in report
 
     # the spend, the same in each: 12 calls (6 attempts, a worker and an evaluator call each) of $0.001
     assert summary["model_calls"] == 12 and summary["cost_usd"] == pytest.approx(12 * COST)

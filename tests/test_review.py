@@ -158,7 +158,7 @@ def test_pr_pushes_and_calls_gh_with_the_failed_task_first(sandbox, origin, gh):
     assert "`tilth resume s1`" in top
     assert ('- **T-2** Hard one: failed after 2 attempts: the evaluator found the tests too weak: "no test covers it"'
             in top)
-    assert "2 commits from tilth session `s1` on `session/s1`" in top and "1 task commit, 1 placeholder" in top
+    assert "Tasks from tilth session `s1` on `session/s1`" in top and "2 commits: 1 task commit, 1 placeholder" in top
     assert "| T-1 | Add greeting | done | 1 | accepted | 100 | $0.0010 |" in table
     assert ('| T-2 | Hard one | **failed** | 2 | rejected: the evaluator found the tests too weak: "no test covers it" '
             '| 200 | $0.0030 |') in table
@@ -360,6 +360,7 @@ def test_build_report_for_one_done_and_one_failed_task(sandbox):
         "Cost:       $0.0040\n"
         "Wall time:  1m 05s\n"
         f"Git: {base} -> {head} on session/s1\n"
+        f"Commits:    2 commits: 1 task commit, 1 placeholder holding partial work: `{head}` FAILED (T-2)\n"
         "Next: tilth resume s1\n"
     )
     assert record_report(paths) == text

@@ -18,7 +18,7 @@ from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.store.session import SessionRecord
 from tilth.views.proof import proof_lines
-from tilth.views.endreport import headline
+from tilth.views.endreport import commit_count, headline
 from tilth.views.figures import plural, spend
 from tilth.views.tally import SessionTally, money, resume_command, tally, token_count
 
@@ -123,20 +123,6 @@ def pr_title(t: SessionTally) -> str:
     return f"tilth: {plural(len(t.tasks), 'task')} from session {t.id}{failed}"
 
 
-def commit_count(t: SessionTally) -> str:
-    """The branch's commits as they are: how many, how many finish a task, and each placeholder
-    (FAILED or PARKED, the current one or one a later retry of its task went past) by sha."""
-    latest = {c.task_id: c.sha for c in t.commits}
-    done = sum(not c.placeholder for c in t.commits)
-    line = (f"{plural(len(t.commits), 'commit')} from tilth session `{t.id}` on `{t.branch}` "
-            f"(base `{t.base_commit[:7]}`): {plural(done, 'task commit')}")
-    held = [f"`{c.sha[:7]}` {'PARKED' if c.parked else 'FAILED'} ({c.task_id})"
-            + ("" if latest[c.task_id] == c.sha else ", retried in a later commit") for c in t.commits if c.placeholder]
-    if held:
-        line += f", {plural(len(held), 'placeholder')} holding partial work: " + "; ".join(held)
-    return line + "."
-
-
 def pr_body(t: SessionTally) -> str:
     """The PR description: unfinished work first, then one table row per task, then totals."""
     lines: list[str] = []
@@ -163,7 +149,8 @@ def pr_body(t: SessionTally) -> str:
     if t.reason:
         lines.append(f"**{_cell(headline(t), 400)}**")
         lines.append("")
-    lines += [commit_count(t), ""]
+    lines += [f"Tasks from tilth session `{t.id}` on `{t.branch}` (base `{t.base_commit[:7]}`), "
+              f"{commit_count(t)}.", ""]
     lines.append("| task | title | outcome | attempts | last verdict | tokens | cost |")
     lines.append("|---|---|---|---|---|---|---|")
     for task in t.tasks:

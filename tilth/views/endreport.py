@@ -6,7 +6,7 @@ from __future__ import annotations
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.views.asking import answer_command, question_lines
-from tilth.views.figures import spend
+from tilth.views.figures import plural, spend
 from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
@@ -47,6 +47,19 @@ def failed_lines(t: SessionTally) -> list[str]:
     return [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
 
 
+def commit_count(t: SessionTally) -> str:
+    """The branch's commits as they are: how many, how many finish a task, and each placeholder
+    (FAILED or PARKED, the current one or one a later retry of its task went past) by sha."""
+    latest = {c.task_id: c.sha for c in t.commits}
+    done = sum(not c.placeholder for c in t.commits)
+    line = f"{plural(len(t.commits), 'commit')}: {plural(done, 'task commit')}"
+    held = [f"`{c.sha[:7]}` {'PARKED' if c.parked else 'FAILED'} ({c.task_id})"
+            + ("" if latest[c.task_id] == c.sha else ", retried in a later commit") for c in t.commits if c.placeholder]
+    if held:
+        line += f", {plural(len(held), 'placeholder')} holding partial work: " + "; ".join(held)
+    return line
+
+
 def headline(t: SessionTally) -> str:
     """`Session s1: failed`, `Session s1: stopped by `tilth stop``, `Session s1: stopped (cap ... reached)`."""
     if t.reason and t.reason.split(" ", 1)[0] == t.state:
@@ -77,6 +90,7 @@ def build_report(paths: SessionPaths) -> str:
         f"Wall time:  {duration(t.wall_seconds)}" + (f" over {t.runs} runs (time stopped not counted)"
                                                      if t.runs > 1 else ""),
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",
+        f"Commits:    {commit_count(t)}",
         f"Next: tilth pr {t.id}" if t.all_done else f"Next: {answer_command(t.id, parked[0])}" if parked
         else f"Next: {resume_command(t.id)}",
     ]
