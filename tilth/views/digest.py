@@ -28,7 +28,7 @@ from tilth.store.prd_peek import peek_plan
 from tilth.store.rollup import load_rollup
 from tilth.store.session_peek import peek_session
 from tilth.store.session_state import effective_state
-from tilth.views.figures import duration, spend
+from tilth.views.figures import duration, plural, spend
 from tilth.views.reasons import session_end, task_failure
 
 DEFAULT_SINCE = "24h"
@@ -167,7 +167,7 @@ def _local(ts: str) -> str:
 
 def render(digest: dict[str, Any]) -> str:
     sessions = digest["sessions"]
-    lines = [f"since {_local(digest['since'])}: {len(sessions)} session(s) touched"]
+    lines = [f"since {_local(digest['since'])}: {plural(len(sessions), 'session')} touched"]
     for s in sessions:
         if "error" in s:
             lines.append(f"\n{s['id']}: {s['error']}")
