@@ -109,6 +109,9 @@ def test_every_report_of_one_session_agrees(sandbox, fake, model_env):
         assert "FAILED T-3" not in text and "FAILED placeholder" not in text.split("[T-3")[-1]
     assert {t["id"]: t["status"] for t in summary["tasks"]} == {"T-1": "done", "T-2": "failed", "T-3": "in_progress"}
     assert [t.outcome for t in facts.tasks] == ["done", "failed", "in_progress"]
+    assert re.search(r"^  T-3\s+stopped\s+2\s", report, re.M) and "| T-3 | Name the file | stopped | 2 |" in body
+    assert "  stopped     T-3: Name the file  (attempt 2: rejected: " in status_text
+    assert "**Not finished yet:** T-3 (stopped)." in body
 
     # one attempt count everywhere
     attempts = {"T-1": 2, "T-2": 2, "T-3": 2}

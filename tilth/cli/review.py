@@ -20,6 +20,7 @@ from tilth.store.session import SessionRecord
 from tilth.views.proof import proof_lines
 from tilth.views.endreport import commit_count, headline
 from tilth.views.figures import plural, spend
+from tilth.views.reasons import task_outcome
 from tilth.views.tally import SessionTally, money, resume_command, tally, token_count
 
 PR_BODY = "pr.md"
@@ -143,7 +144,7 @@ def pr_body(t: SessionTally) -> str:
         lines += [f"- **{task.id}** {_cell(task.title, 120)}" for task in parked]
         lines.append("")
     if unfinished:
-        names = ", ".join(f"{task.id} ({task.outcome})" for task in unfinished)
+        names = ", ".join(f"{task.id} ({task_outcome(task.outcome, t.state)})" for task in unfinished)
         lines.append(f"**Not finished yet:** {names}. Continue with `{resume_command(t.id)}`.")
         lines.append("")
     if t.reason:
@@ -154,7 +155,7 @@ def pr_body(t: SessionTally) -> str:
     lines.append("| task | title | outcome | attempts | last verdict | tokens | cost |")
     lines.append("|---|---|---|---|---|---|---|")
     for task in t.tasks:
-        outcome = f"**{task.outcome}**" if task.outcome == "failed" else task.outcome
+        outcome = f"**{task.outcome}**" if task.outcome == "failed" else task_outcome(task.outcome, t.state)
         lines.append(f"| {task.id} | {_cell(task.title, 80)} | {outcome} | {task.iterations} | "
                      f"{_cell(task.last_words) or '-'} | {task.tokens:,} | "
                      f"{money(task.cost_usd, task.cost_is_lower_bound)} |")

@@ -7,6 +7,7 @@ from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.views.asking import answer_command, question_lines
 from tilth.views.figures import plural, spend
+from tilth.views.reasons import task_outcome
 from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
@@ -35,7 +36,7 @@ def tokens(task: TaskTally) -> str:
 
 def task_table(t: SessionTally) -> list[str]:
     """One aligned row per task, under a header."""
-    rows = [TABLE] + [(task.id, task.shown_outcome, str(task.iterations), rejections(task), checks(task),
+    rows = [TABLE] + [(task.id, task_outcome(task.shown_outcome, t.state), str(task.iterations), rejections(task), checks(task),
                        task.commit or "-", tokens(task), money(task.cost_usd, task.cost_is_lower_bound),
                        duration(task.wall_s, never="-")) for task in t.tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE))]

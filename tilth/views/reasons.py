@@ -73,3 +73,11 @@ def verdict_words(verdict: str | None, category: str | None, concern: str | None
         said = " ".join(str(concern or "").split())
         return "waits for an answer" + (f': "{short(said, limit)}"' if said else "")
     return f"rejected: {rejection(category, concern, limit)}" if verdict else ""
+
+
+def task_outcome(outcome: str, session_state: str) -> str:
+    """A task's outcome as a report shows it: an `in_progress` one in a session that no longer runs
+    was `stopped`, `crashed` or `paused` in the middle (else `interrupted`), never still going."""
+    if outcome != "in_progress" or session_state in ("running", "queued"):
+        return outcome
+    return session_state if session_state in ("stopped", "crashed", "paused") else "interrupted"

@@ -28,7 +28,7 @@ from tilth.store.session_peek import SessionView, peek_session
 from tilth.store.session_state import SessionState, effective_state
 from tilth.views.figures import dollars, money, spend, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
-from tilth.views.reasons import session_end, task_failure, verdict_words
+from tilth.views.reasons import session_end, task_failure, task_outcome, verdict_words
 
 
 VERDICT_CHARS = 100
@@ -378,9 +378,10 @@ def render_one(summary: dict[str, Any]) -> str:
     ]
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     verdicts = summary.get("verdicts") or {}
-    width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
+    shown = {t["id"]: task_outcome(task_state(t), summary["state"]) for t in summary["tasks"]}
+    width = max([11, *map(len, shown.values())])
     for t in summary["tasks"]:
-        lines.append(f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']), t['status'])}")
+        lines.append(f"  {shown[t['id']]:<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']), t['status'])}")
         if t.get("attempts") or t.get("cost_usd"):
             lines.append(f"  {'':<{width}} {receipt_text(t)}")
     for q in summary.get("questions") or []:
