@@ -18,7 +18,7 @@ from typing import Any, Callable
 import orjson
 
 from tilth.store.redaction import redact_text
-from tilth.views.figures import short, verdict_label
+from tilth.views.figures import plural, short, verdict_label
 from tilth.views.reasons import session_end, task_failure
 
 ARGUMENT_CHARS = 100
@@ -127,7 +127,7 @@ class Readable:
             "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
                                         + ("; waiting here" if d.get("in_process") else "; the supervisor resumes it"),
             "pause_over": lambda d: "pause over; going on",
-            "notes_taken": lambda d: f"took {d.get('count')} note(s) left with `tilth note`",
+            "notes_taken": lambda d: f"took {plural(d.get('count') or 0, 'note')} left with `tilth note`",
             "notify_sent": lambda d: f"notified ({d.get('trigger')})",
             "notify_failed": lambda d: f"notification failed ({d.get('trigger')}): {short(d.get('error'))}",
             "memory_restored": lambda d: f"daily memory line restored for commit {_sha(d)}"
@@ -151,7 +151,7 @@ class Readable:
             "head_repaired": lambda d: f"HEAD said {d.get('was')}; pointed back at {d.get('branch')}",
             "branch_repaired": lambda d: f"the branch had been moved (to {_sha(d, 'was')}); set back to "
                                          f"{_sha(d, 'restored')}, files kept",
-            "worker_commits_folded": lambda d: f"folded {len(d.get('shas') or [])} commit(s) the agent made "
+            "worker_commits_folded": lambda d: f"folded {plural(len(d.get('shas') or []), 'commit')} the agent made "
                                                "into the task's changes",
             "nested_repo_skipped": lambda d: "left nested repositories out of the commit: "
                                              + short(", ".join(d["paths"])),
@@ -269,15 +269,15 @@ def _verify(result: dict[str, Any]) -> str:
 def _baseline(data: dict[str, Any]) -> str:
     checks, verifies = data.get("checks") or [], data.get("verifies") or []
     failing = [short(c.get("command"), ARGUMENT_CHARS) for c in checks + verifies if c.get("exit_code") != 0]
-    return (f"baseline on the base commit {_sha(data, 'commit')}: {len(checks)} check(s), {len(verifies)} verify "
-            f"command(s); " + (f"already failing: {', '.join(failing)}" if failing else "all pass"))
+    return (f"baseline on the base commit {_sha(data, 'commit')}: {plural(len(checks), 'check')}, "
+            f"{plural(len(verifies), 'verify command')}; " + (f"already failing: {', '.join(failing)}" if failing else "all pass"))
 
 
 def _final_review(data: dict[str, Any]) -> list[str]:
     if data.get("error"):
         return [f"final review of {_sha(data, 'head')} not done: {short(data['error'])}"]
     findings = data.get("findings") or []
-    head = f"final review of {_sha(data, 'head')}: " + (f"{len(findings)} finding(s)" if findings else "no findings")
+    head = f"final review of {_sha(data, 'head')}: " + (plural(len(findings), "finding") if findings else "no findings")
     head += f" ({short(data['concern'])})" if data.get("concern") and not findings else ""
     added = data.get("tasks_added") or []
     head += f"; follow-up tasks added: {', '.join(added)}" if added else ""
