@@ -3,13 +3,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: check test demo bench soak clean llama agents browser redis
+.PHONY: check test demo bench soak clean llama agents browser redis install uninstall
 
 # The fast tier: in-process and local subprocesses only, no real CLI agent, browser, redis or llama.cpp,
 # nothing marked slow (the markers are in pyproject.toml; AGENTS.md maps each module to its tests).
 FAST := not (cli_agents or browser or redis or llama or slow)
 
 $(STAMP): pyproject.toml
+	@echo "make: installing tilth and its test tools into $(VENV) (the first time takes a few minutes; pip is quiet meanwhile)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
@@ -59,6 +60,25 @@ bench: $(STAMP) redis
 # The random kill -9 test, long: 200 sessions killed at random instants (about 10 minutes).
 soak: $(STAMP)
 	TILTH_KILL_TRIALS=$${TILTH_KILL_TRIALS:-200} $(BIN)/python -m pytest -q tests/test_random_kills.py
+
+# `tilth` on your PATH: the package (not editable, no test tools) in a venv of its own, linked from BINDIR.
+# Run it again after pulling to update; `make uninstall` removes both.
+INSTALL_VENV ?= $(HOME)/.local/share/tilth/venv
+BINDIR ?= $(HOME)/.local/bin
+
+install:
+	@echo "make: installing tilth into $(INSTALL_VENV) (a few minutes the first time; pip is quiet meanwhile)"
+	$(PYTHON) -m venv $(INSTALL_VENV)
+	$(INSTALL_VENV)/bin/pip install --quiet --upgrade pip
+	$(INSTALL_VENV)/bin/pip install --quiet --upgrade .
+	mkdir -p $(BINDIR)
+	ln -sf $(INSTALL_VENV)/bin/tilth $(BINDIR)/tilth
+	@$(BINDIR)/tilth --version
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "make: $(BINDIR) is not on your PATH; add it: export PATH=\"$(BINDIR):\$$PATH\"";; esac
+
+uninstall:
+	rm -f $(BINDIR)/tilth
+	rm -rf $(INSTALL_VENV)
 
 clean:
 	rm -rf $(VENV) .demo

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import git, task
@@ -156,3 +158,134 @@ def test_an_unusable_tilth_home_is_refused(sandbox):
     assert result.stderr.count("\n") == 1
     assert git(sandbox.repo, "branch", "--list", "session/s1") == ""
     assert git(sandbox.repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def one_line_refusal(result, *expected: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stderr.startswith("tilth: ") and result.stderr.count("\n") == 1, result.stderr
+    for text in expected:
+        assert text in result.stderr, result.stderr
+
+
+def start_args(sandbox, *extra: str) -> list[str]:
+    plan = sandbox.write_json("prd.json", [task("T-1")])
+    return ["start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend", "scripted", *extra]
+
+
+def test_a_huge_count_setting_is_refused(sandbox):
+    result = sandbox.tilth(*start_args(sandbox, "--foreground"), env={"TILTH_JOURNAL_LINES": "9" * 30})
+    one_line_refusal(result, "TILTH_JOURNAL_LINES", "too large")
+    assert_nothing_created(sandbox)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_infinite_or_nan_timeouts_are_refused(sandbox, value):
+    result = sandbox.tilth(*start_args(sandbox), env={"TILTH_TOOL_TIMEOUT": value})  # handed over: no --foreground
+    one_line_refusal(result, "TILTH_TOOL_TIMEOUT", "finite number")
+    assert_nothing_created(sandbox)
+
+
+def test_an_empty_check_is_refused(sandbox):
+    result = sandbox.tilth(*start_args(sandbox, "--foreground", "--check", "true", "--check", " "))
+    one_line_refusal(result, "--check #2 is empty")
+    assert_nothing_created(sandbox)
+
+
+def test_a_config_toml_that_is_a_directory_is_refused(sandbox):
+    (sandbox.home / "config.toml").mkdir(parents=True)
+    config = sandbox.tilth("config")
+    one_line_refusal(config, "config.toml is not a file")
+    one_line_refusal(sandbox.tilth("status"), "config.toml is not a file")
+    one_line_refusal(sandbox.tilth(*start_args(sandbox, "--foreground")), "config.toml is not a file")
+    assert_nothing_created(sandbox)
+
+
+def test_a_digest_further_back_than_any_date_is_refused(sandbox):
+    one_line_refusal(sandbox.tilth("digest", "--since", "99999999999d"), "--since '99999999999d'", "shorter span")
+
+
+def test_start_dispatch_with_the_broker_down_is_one_line(sandbox):
+    remote = sandbox.root / "remote.git"
+    git(sandbox.root, "init", "-q", "--bare", str(remote))
+    sandbox.home.mkdir(parents=True, exist_ok=True)
+    (sandbox.home / "config.toml").write_text(f'[dispatch]\nbroker_url = "redis://127.0.0.1:1/0"\nremote = "{remote}"\n')
+    result = sandbox.tilth(*start_args(sandbox, "--dispatch"))
+    one_line_refusal(result, "broker redis://127.0.0.1:1/0 is unreachable", "nothing was created")
+    assert git(remote, "for-each-ref") == ""
+    assert not (sandbox.home / "clones").exists()
+
+
+@pytest.mark.bwrap
+def test_a_read_only_repository_is_refused_before_anything_is_made(sandbox):
+    import shutil
+    import subprocess
+    import sys
+
+    from tilth.agents.sandbox import bwrap_works
+
+    if not bwrap_works():
+        if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
+            pytest.fail("TILTH_REQUIRE_BWRAP=1 but bubblewrap cannot run here")
+        pytest.skip("bubblewrap cannot run here to mount the repository read-only (apt-get install bubblewrap)")
+    argv = [shutil.which("bwrap"), "--dev-bind", "/", "/", "--ro-bind", str(sandbox.repo), str(sandbox.repo),
+            sys.executable, "-m", "tilth", *start_args(sandbox, "--foreground")]
+    result = subprocess.run(argv, env=sandbox.env, capture_output=True, text=True, timeout=60, cwd=sandbox.root)
+    one_line_refusal(result, f"{sandbox.repo}/.git is not writable", "read-only mount")
+    assert_nothing_created(sandbox)
+
+
+def test_a_remote_that_looks_like_an_option_is_only_a_repository_to_git(tmp_path):
+    from tilth.git.carry import ensure_clone
+    from tilth.git.gitcli import GitFailed
+
+    marker = tmp_path / "ran"
+    with pytest.raises(GitFailed) as refused:
+        ensure_clone(tmp_path / "clones", f"--upload-pack=touch {marker}")
+    assert "repository '--upload-pack=" in str(refused.value)
+    assert not marker.exists()
+
+
+def test_repo_defaults_to_the_repository_holding_the_current_directory(sandbox, tmp_path):
+    plan = sandbox.write_json("prd.json", [task("T-1")])
+    args = ["start", "--prd", str(plan), "--id", "s1", "--backend", "scripted", "--foreground"]
+    outside = subprocess_in(sandbox, tmp_path, *args)
+    one_line_refusal(outside, "no --repo given", f"{tmp_path} is not inside a git repository")
+    assert_nothing_created(sandbox)
+    (sandbox.repo / "sub").mkdir()
+    inside = subprocess_in(sandbox, sandbox.repo / "sub", *args)
+    assert inside.returncode == 0, inside.stderr
+    assert git(sandbox.repo, "branch", "--list", "session/s1").strip().endswith("session/s1")
+
+
+@pytest.mark.slow
+def test_prd_dir_reads_its_prd_json_in_any_format(sandbox):
+    import json
+
+    ralph = sandbox.root / "ralph"
+    ralph.mkdir()
+    (ralph / "prd.json").write_text(json.dumps({"userStories": [
+        {"id": "US-1", "title": "Add it", "description": "d", "acceptanceCriteria": ["`true` exits 0"],
+         "priority": 1, "passes": False}]}))
+    checked = sandbox.tilth("plan", "check", str(ralph))
+    assert checked.returncode == 0 and "valid, 1 task" in checked.stdout, checked.stderr
+    started = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(ralph), "--id", "s1",
+                            "--backend", "scripted", "--foreground")
+    assert started.returncode == 0, started.stderr
+    assert sandbox.statuses("s1") == {"US-1": "done"}
+
+
+def subprocess_in(sandbox, cwd, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "tilth", *args], env=sandbox.env, capture_output=True, text=True,
+                          timeout=60, cwd=cwd)
+
+
+@pytest.mark.parametrize("command, said", [
+    (["wait", "--timeout", "nan"], "--timeout nan:"), (["wait", "--timeout=-1"], "--timeout -1:"),
+    (["daemon", "stop", "--timeout", "inf"], "--timeout inf:"), (["daemon", "--rescan", "0"], "--rescan 0:"),
+])
+def test_a_number_of_seconds_that_is_not_one_is_refused(sandbox, command, said):
+    one_line_refusal(sandbox.tilth(*command), said, "give a finite number of seconds")
+    assert not (sandbox.home / "daemon.pid").exists()

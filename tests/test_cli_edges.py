@@ -199,3 +199,36 @@ def test_start_names_the_live_plan_and_plan_edit_saves_only_a_valid_one(sandbox)
     resumed = sandbox.tilth("resume", "--foreground")
     assert resumed.returncode == 0, resumed.stderr
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
+
+
+@pytest.mark.slow
+def test_wait_says_every_interval_what_it_still_waits_for(sandbox):
+    from tilth.store.home import session_paths
+    from tilth.views.follow import EXIT_TIMEOUT, wait_for
+
+    plan = sandbox.write_json("p.json", [task("T-1")])
+    runner = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                           "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "worker"})
+    try:
+        wait_for_pause(runner, "worker")  # running, and holding the session until killed
+        reports, progress = [], []
+        code = wait_for([session_paths("s1", sandbox.home)], 1.3, reports.append, progress.append, every=0.4)
+    finally:
+        runner.kill()
+        runner.wait()
+    assert code == EXIT_TIMEOUT and reports == ["timed out after 1.3s; still waiting for: s1 running"]
+    assert len(progress) >= 2 and all(line.startswith("still waiting after ") for line in progress), progress
+    assert progress[0].endswith("s: s1 running")
+
+
+def test_wait_help_lists_every_exit_code(sandbox):
+    import re
+
+    from tilth.cli.cmd_dispatch import WAIT_EXIT
+    from tilth.views.follow import EXIT_CODES, EXIT_TIMEOUT
+
+    shown = " ".join(sandbox.tilth("wait", "--help").stdout.split())
+    codes = {*EXIT_CODES.values(), *WAIT_EXIT.values(), EXIT_TIMEOUT, 2, 0}
+    assert codes == {0, 1, 2, 3, 4, 5}
+    for code in codes:
+        assert re.search(rf"[:,] {code} [a-z]", shown), (code, shown)

@@ -106,6 +106,7 @@ def test_reclaiming_keeps_a_branch_that_has_commits(sandbox):
 @pytest.mark.parametrize("env, names", [
     ({"TILTH_SANDBOX": "bogus"}, "sandbox"),
     ({"TILTH_AGENT_NETWORK": "bogus"}, "agent_network"),
+    ({"TILTH_MAX_WALL_CLOCK_S": "inf"}, "max_wall_clock_s"),
 ])
 def test_an_invalid_setting_refuses_before_anything_is_created(sandbox, env, names):
     result = sandbox.tilth(*start_args(sandbox, "s1"), env=env)

@@ -139,6 +139,7 @@ def test_preflight_refuses_a_rejected_key_and_creates_nothing(sandbox):
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "rejected the key (401: Incorrect API key provided.)" in lines[0], lines
+    assert f"preflight: asking {fake.base_url} for the model list (up to 10s;" in result.stdout, "a sign of life"
     assert "sk-test-0123456789" not in result.stderr
     assert_nothing_created(sandbox)
 
@@ -171,3 +172,19 @@ def test_preflight_passes_a_server_without_a_model_route_and_can_be_switched_off
     assert off.returncode == 3, off.stderr
     assert "preflight" not in off.stderr and "call failed after 1 attempt(s)" in off.stderr
     assert sandbox.session_dir("s2").exists()
+
+
+@pytest.mark.parametrize("target", ["venv", "install"])
+def test_make_says_what_it_installs_before_pip_goes_quiet(tmp_path, target):
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    venv = tmp_path / "venv"
+    goal = [f"VENV={venv}", f"{venv}/.installed"] if target == "venv" else \
+        [f"INSTALL_VENV={venv}", f"BINDIR={tmp_path / 'bin'}", "install"]
+    planned = subprocess.run(["make", "--dry-run", "-C", str(root), *goal], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+    first_pip = next(i for i, line in enumerate(planned) if "pip install" in line)
+    said = [line for line in planned[:first_pip] if line.startswith("echo ") and "make: installing tilth" in line]
+    assert said and str(venv) in said[0], planned

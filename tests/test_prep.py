@@ -73,6 +73,8 @@ def test_answers_file_reaches_the_model_and_the_outputs_are_complete(sandbox, fa
     assert "print('hello')" in results[1] and "Says hello." in results[0]
     assert results[2:4] == ["JSON objects, one per line", "yes, keep --plain"]
     assert f"Question 1: {Q1}" in result.stdout and "answer> yes, keep --plain" in result.stdout
+    waits = [line for line in result.stdout.splitlines() if line.startswith("  (waiting on worker, call ")]
+    assert waits == [f"  (waiting on worker, call {n} ...)" for n in range(1, 6)], "a sign of life per model call"
 
     plan = parse_plan((out / "prd.json").read_bytes(), "prd.json")
     assert [t.id for t in plan] == ["T-001", "T-002"] and all(t.status == "pending" for t in plan)
@@ -345,3 +347,37 @@ def test_the_interview_asks_for_verify_commands_and_keeps_the_ones_proposed(sand
         (proved["text"], proved["verify"]), ("no command given", None)]
     assert "- `python app.py --json` prints JSON (verify: `python app.py --json | grep -q greeting`)" in \
         (out / "interview.md").read_text()
+
+
+def test_a_wait_on_a_terminal_shows_a_spinner_that_leaves_nothing_behind():
+    import io
+    import threading
+
+    from tilth.cli.liveness import CLEAR, waiting
+
+    class Terminal(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.frames = 0
+            self.spun = threading.Event()
+
+        def isatty(self):
+            return True
+
+        def write(self, text):
+            self.frames += text.startswith("\r") and text != CLEAR
+            if self.frames >= 2:
+                self.spun.set()
+            return super().write(text)
+
+    terminal, lines = Terminal(), io.StringIO()
+    with waiting("waiting on worker, call 1", line_to=lines, terminal=terminal):
+        assert terminal.spun.wait(10), terminal.getvalue()
+    shown = terminal.getvalue()
+    assert shown.startswith("\r| waiting on worker, call 1 0s\r/ waiting on worker, call 1 ") and shown.endswith(CLEAR)
+    assert lines.getvalue() == "", "no line on a terminal: the spinner says it"
+
+    piped = io.StringIO()
+    with waiting("waiting on worker, call 2", line_to=lines, terminal=piped):
+        pass
+    assert (piped.getvalue(), lines.getvalue()) == ("", "  (waiting on worker, call 2 ...)\n")

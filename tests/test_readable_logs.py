@@ -38,6 +38,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
                    reply(tool_calls=[call("write_file", path="hello.py", content="print('hello')\n")]),
                    reply(tool_calls=[call("read_file", path="hello.py")]),
                    reply(tool_calls=[call("bash", command="echo TOKEN-314159")]),  # printed: a file would be refused
+                   reply(tool_calls=[call("bash", command="exit 7")]),
                    reply(tool_calls=[SUBMIT]))
     server.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
     env.update({"TILTH_SANDBOX": "off", "TILTH_MAX_ITERATIONS_PER_TASK": "1",
@@ -54,7 +55,7 @@ def test_logs_show_each_step_readably_and_fold_bookkeeping(sandbox, model):
                "tilth makes the commit for this task; leave your changes uncommitted.")
     assert blocked in lines
     assert "[T-1 #1] write_file hello.py" in lines and "[T-1 #1] read_file hello.py" in lines
-    assert "[T-1 #1] bash: echo [redacted]" in lines
+    assert "[T-1 #1] bash: echo [redacted] -> exit 0" in lines and "[T-1 #1] bash: exit 7 -> exit 7" in lines
     assert "[T-1 #1] check true: pass" in lines and "[T-1 #1] check test ! -f hello.py || exit 3: FAIL (exit 3)" in lines
     verdict = next(line for line in lines if "verdict:" in line)
     assert verdict.startswith("[T-1 #1] verdict: reject (check_failed): The evaluator accepted, but required checks")
@@ -113,6 +114,22 @@ def test_a_skipped_baseline_and_a_failed_final_review_read_as_one_line_each():
     assert readable.lines(event("final_review", head="0123456789", backend="scripted", verdict="accept",
                                 concern="scripted backend: no model", findings=[], error=None, tasks_added=[])) == [
         "final review of 0123456: no findings (scripted backend: no model)"]
+
+
+def test_each_command_shows_its_exit_status():
+    from tilth.views.readable import Readable
+
+    def bash(command: str, **data) -> dict:
+        return {"ts": "2026-01-01T00:00:00.000Z", "type": "tool_call", "task": "T-1", "iter": 1,
+                "data": {"role": "worker", "name": "bash", "ok": True, "args": f'{{"command": "{command}"}}', **data}}
+
+    readable = Readable()
+    assert readable.lines(bash("true", exit_code=0, stopped=None)) == ["[T-1 #1] bash: true -> exit 0"]
+    assert readable.lines(bash("false", exit_code=1, stopped=None)) == ["[T-1 #1] bash: false -> exit 1"]
+    assert readable.lines(bash("sleep 9", exit_code=-9, stopped="timeout")) == [
+        "[T-1 #1] bash: sleep 9 -> stopped (timeout)"]
+    assert readable.lines(bash("make", result="boom\n[exit code 2]")) == ["[T-1 #1] bash: make -> exit 2"], \
+        "a journal from before exit_code was recorded"
 
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}

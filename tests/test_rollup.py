@@ -50,7 +50,7 @@ def full_read(log) -> dict:
                    if d.get("verdict") == "reject" else {})}
     meter = Meter.from_events(events)
     return {"current_task": current, "iteration": iteration, "verdicts": verdicts, "tokens": meter.tokens,
-            "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.calls,
+            "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.model_calls,
             "unknown_usage_calls": meter.unknown_usage_calls, "cost_is_lower_bound": meter.cost_is_lower_bound,
             "elapsed_s": round(running_seconds(events) or 0.0, 1)}
 

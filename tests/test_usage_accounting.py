@@ -193,7 +193,7 @@ def test_the_meter_reads_old_null_and_damaged_events_without_lowering_spend():
         event(prompt_tokens=3, completion_tokens=2, total_tokens=5, cost_usd=0.0, cost_source="unknown"),
         {"type": "model_call", "task": None, "data": None},
     ])
-    assert meter.calls == 6 and meter.tokens == 15 + 50 + 5 + 5
+    assert meter.model_calls == 6 and meter.tokens == 15 + 50 + 5 + 5
     assert meter.cost_usd == pytest.approx(0.25)
     assert meter.unknown_usage_calls == 3 and meter.unknown_cost_calls == 3 and meter.cost_is_lower_bound
     assert meter.unpriced_calls == 2 and meter.evaluator_calls["T-1"] == 5

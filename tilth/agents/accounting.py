@@ -32,6 +32,7 @@ The `model_call` event says all this (`usage_known`, `usage_problem`, `cost_sour
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -45,24 +46,27 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ModelWrapVal
 from tilth.agents.pricing import Tokens, rates_for
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
-from tilth.store.calls import Counted, count_into
+from tilth.store.calls import Counted, Totals, model_calls
 from tilth.store.events import EventLog, document
 from tilth.store.rollup import Rollup
 
 document(
     {
-        "model_call": "one completed model request; data: role, model, prompt_tokens (input, cached and "
-                      "cache-write ones included), cached_tokens (read from the provider's prompt cache), "
-                      "cache_write_tokens (written to it), completion_tokens, "
-                      "total_tokens (each a count, or null when the provider's figure was missing or unusable), "
-                      "usage_known (false when the prompt or completion count was missing or unusable: the "
-                      "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
-                      "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
-                      "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; price_table: "
-                      "[prices] in config.toml, else genai-prices, cached and cache-write tokens at their own rates; "
-                      "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
-                      "finish_reason",
-        "cap_reached": "a spend, token, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
+        "model_call": ("one completed model request; data: role, model, prompt_tokens (input, cached and "
+                       "cache-write ones included), cached_tokens (read from the provider's prompt cache), "
+                       "cache_write_tokens (written to it), completion_tokens, "
+                       "total_tokens (each a count, or null when the provider's figure was missing or unusable), "
+                       "usage_known (false when the prompt or completion count was missing or unusable: the "
+                       "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
+                       "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
+                       "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; price_table: "
+                       "[prices] in config.toml, else genai-prices, cached and cache-write tokens at their own rates; "
+                       "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
+                       "finish_reason",
+                       "role model prompt_tokens cached_tokens cache_write_tokens completion_tokens total_tokens "
+                       "usage_known usage_problem latency_ms cost_usd cost_source finish_reason"),
+        "cap_reached": ("a spend, token, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
+                        "cap limit value"),
     }
 )
 
@@ -186,19 +190,11 @@ def call_cost(settings: Settings, model: str, usage: Usage, base_url: str | None
 
 
 @dataclass
-class Meter:
-    """Running totals for one session (or, in views, for any subset of its calls)."""
+class Meter(Totals):
+    """Running totals for one session, as `store/calls.Totals` counts them, and what the caps
+    need besides: evaluator calls per task and the limits a running call is held to."""
 
-    cost_usd: float = 0.0
-    tokens: int = 0
-    calls: int = 0
     evaluator_calls: Counter = field(default_factory=Counter)
-    unknown_usage_calls: int = 0
-    """Calls whose token counts were missing or unusable: `tokens` is a lower bound."""
-    unknown_cost_calls: int = 0
-    """Of those, the ones with no cost from the provider or price table: `cost_usd` is a lower bound."""
-    unpriced_calls: int = 0
-    """Calls with known usage but no provider cost and no price-table entry."""
     after_record: Callable[[str | None], None] | None = field(default=None, repr=False, compare=False)
     """Called with the task id after every recorded call (`Caps` checks spend and tokens there)."""
     spend_limit: float | None = None
@@ -218,41 +214,33 @@ class Meter:
             return "max_tokens_total"
         return None
 
-    @property
-    def cost_is_lower_bound(self) -> bool:
-        return self.unknown_cost_calls > 0
-
     @classmethod
     def from_rollup(cls, rollup: Rollup) -> Meter:
         """The same totals as `from_events` over the log the roll-up folded."""
-        t = rollup.totals
-        return cls(cost_usd=t.cost_usd, tokens=t.tokens, calls=t.model_calls, unknown_usage_calls=t.unknown_usage_calls,
-                   unknown_cost_calls=t.unknown_cost_calls, unpriced_calls=t.unpriced_calls,
+        return cls(**dataclasses.asdict(rollup.totals),
                    evaluator_calls=Counter({k: r.evaluator_calls for k, r in rollup.tasks.items() if r.evaluator_calls}))
 
     @classmethod
     def from_events(cls, events: list[dict[str, Any]]) -> Meter:
         meter = cls()
-        for event in events:
-            if event.get("type") == "model_call":
-                data = event.get("data") if isinstance(event.get("data"), Mapping) else {}
-                meter.add(str(data.get("role") or ""), event.get("task"), Counted.from_event(data))
+        for event, counted in model_calls(events):
+            data = event["data"] if isinstance(event.get("data"), Mapping) else {}
+            meter.add(str(data.get("role") or ""), event.get("task"), counted)
         return meter
 
     def add(self, role: str, task_id: str | None, counted: Counted) -> None:
-        self.calls += 1
-        count_into(self, counted)
+        self.count(counted)
         if role == "evaluator" and task_id:
             self.evaluator_calls[task_id] += 1
 
     def record(self, events: EventLog, role: str, model: str, task_id: str, iteration: int, usage: Usage,
                cost: float, cost_source: str, latency_ms: int, finish_reason: str | None) -> None:
-        self.add(role, task_id, Counted(usage.tokens, cost, usage.known, cost_source != "unknown"))
-        events.emit("model_call", task_id, iteration, role=role, model=model, prompt_tokens=usage.prompt_tokens,
-                    cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens,
-                    completion_tokens=usage.completion_tokens, total_tokens=usage.total_tokens,
-                    usage_known=usage.known, usage_problem=usage.problem, latency_ms=latency_ms,
-                    cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
+        data = dict(role=role, model=model, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
+                    cache_write_tokens=usage.cache_write_tokens, completion_tokens=usage.completion_tokens,
+                    total_tokens=usage.total_tokens, usage_known=usage.known, usage_problem=usage.problem,
+                    latency_ms=latency_ms, cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
+        self.add(role, task_id, Counted.from_event(data))  # counted as the journal line will be read back
+        events.emit("model_call", task_id, iteration, **data)
         if self.after_record is not None:
             self.after_record(task_id)
 

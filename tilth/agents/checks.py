@@ -17,8 +17,9 @@ from tilth.store.events import EventLog, document
 from tilth.store.ledger import CommandRun, Verdict
 from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
-document({"checks_run": "deterministic checks ran before the evaluator; data.results: command, exit_code, run_id "
-                        "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0)"})
+document({"checks_run": ("deterministic checks ran before the evaluator; data.results: command, exit_code, run_id "
+                         "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0)",
+                         "results")})
 
 TAIL_CHARS = 2000
 PARSED_CHARS = 400_000

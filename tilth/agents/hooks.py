@@ -34,7 +34,8 @@ from tilth.agents.policy import NAME, refusal
 from tilth.git import worktree_git
 from tilth.store.events import EventLog, document
 
-document({"hook_run": "a hook ran; data: point, hook, exit_code, outcome (ok|blocked|failed), output, duration_ms"})
+document({"hook_run": ("a hook ran; data: point, hook, exit_code, outcome (ok|blocked|failed), output, duration_ms",
+                       "point hook exit_code outcome output duration_ms")})
 
 POINTS = ("pre_tool", "post_task", "session_end")
 TIMEOUT = 30

@@ -13,6 +13,7 @@ route is missing (single-model servers answer to any name): those pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
@@ -43,12 +44,16 @@ def endpoints(settings: Settings) -> list[Endpoint]:
     return [worker, evaluator]
 
 
-def preflight(settings: Settings) -> None:
-    """Raise BadInput (one line) when an endpoint clearly cannot serve this session."""
+def preflight(settings: Settings, progress: Callable[[str], None] | None = None) -> None:
+    """Raise BadInput (one line) when an endpoint clearly cannot serve this session. `progress` is
+    told before each endpoint is asked (a sign of life: an unreachable one takes up to TIMEOUT_S)."""
+    eps = endpoints(settings)
+    if eps and progress is not None:  # said before the SDK's import, which takes seconds of its own
+        urls = ", ".join(dict.fromkeys(e.url for e in eps))
+        progress(f"preflight: asking {urls} for the model list (up to {TIMEOUT_S:g}s; {SKIP})")
     import openai
 
     listed: dict[tuple[str, str], set[str] | None] = {}
-    eps = endpoints(settings)
     for ep in eps:
         client = openai.OpenAI(base_url=ep.url, api_key=ep.key, max_retries=0, timeout=TIMEOUT_S)
         if (ep.url, ep.key) not in listed:

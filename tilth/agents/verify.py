@@ -14,8 +14,9 @@ from tilth.store.ledger import Verdict, VerifyResult
 from tilth.store.prd import Task
 from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
-document({"verifies_run": "the task's acceptance criteria with a `verify` command were run by tilth before the "
-                          "evaluator; data.results: criterion, command, exit_code (null: timed out), run_id"})
+document({"verifies_run": ("the task's acceptance criteria with a `verify` command were run by tilth before the "
+                           "evaluator; data.results: criterion, command, exit_code (null: timed out), run_id",
+                           "results")})
 
 TAIL_CHARS = 2000
 VERIFY_FAILED = "verify_failed"

@@ -82,7 +82,7 @@ def calibrate(choice: BackendChoice, settings: Settings, only: list[str] | None 
             for iteration, variant in enumerate(VARIANTS, 1):
                 one.verdicts[variant] = _judge(backend, fixture, variant, iteration, Path(scratch), events)
             judged.append(one)
-    return Calibration(backend.label, judged, meter.cost_usd, time.monotonic() - began, meter.calls)
+    return Calibration(backend.label, judged, meter.cost_usd, time.monotonic() - began, meter.model_calls)
 
 
 def _judge(backend, fixture: dict, variant: str, iteration: int, scratch: Path, events: EventLog) -> str:

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from tilth.cli.inputs import seconds
 from tilth.cli.pick import ID_HELP, pick_paths, pick_session
 from tilth.cli.stderr import say
 from tilth.core.errors import BadInput
@@ -74,6 +75,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from tilth.store.home import tilth_home
 
     home = tilth_home()
+    seconds(args.timeout, "--timeout")
+    seconds(args.rescan, "--rescan", least=0.1)
     if args.action == "status":
         return daemon_status(home)
     if args.action == "stop":
@@ -150,6 +153,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
     from tilth.cli import cmd_dispatch
 
+    seconds(args.timeout, "--timeout")
     if args.ids and len(args.ids) == 1 and (found := cmd_dispatch.remote_state(args.ids[0])):
         return cmd_dispatch.wait(found, args.ids[0], args.timeout)
     sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]
@@ -160,7 +164,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if waiting and control.running_pid(tilth_home()) is None:
         print(f"tilth: no supervisor is running, so {' and '.join(waiting)} will not start; "
               "`tilth daemon` starts one", file=sys.stderr)
-    return wait_for(sessions, args.timeout, lambda line: print(line, flush=True))
+    return wait_for(sessions, args.timeout, lambda line: print(line, flush=True),
+                    progress=lambda line: print(f"tilth: {line}", file=sys.stderr, flush=True))
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -178,6 +183,13 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is not a count of lines")
     return value
+
+
+WAIT_CODES = ("0 all done, 1 a task failed (or a dispatched session was refused), 2 bad input, 3 stopped, crashed "
+              "or paused, 4 timed out (or a dispatched session the broker forgot), 5 waiting for an answer "
+              "(`tilth answer`); several sessions: the highest")
+"""views/follow.EXIT_CODES and EXIT_TIMEOUT, cli/cmd_dispatch.WAIT_EXIT, in words (tests/test_cli_edges.py
+checks that every code is here)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -202,7 +214,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     stop.add_argument("--now", action="store_true", help="kill it now instead (resume recovers the work)")
     stop.set_defaults(handler=cmd_stop)
 
-    wait = sub.add_parser("wait", help="block until sessions end; exit 0 done, 1 failed, 3 stopped/crashed, 4 timeout")
+    wait = sub.add_parser("wait", help="block until sessions end; the exit code says how (see `tilth wait -h`)",
+                          description="Block until sessions end, with a line on stderr every 30 s while they run. "
+                                      "Exit codes: " + WAIT_CODES + ".")
     wait.add_argument("ids", nargs="*", metavar="id", help="session ids (default: the most recent)")
     wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds (exit 4)")
     wait.set_defaults(handler=cmd_wait)

@@ -21,6 +21,8 @@ def dispatch_settings():
     try:
         if b"dispatch" not in config.read_bytes():
             return None
+    except IsADirectoryError:
+        pass  # load_settings refuses it in one line: a config that is not a file is never ignored
     except OSError:
         return None
     from tilth.core.config import load_settings
@@ -210,15 +212,24 @@ def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int
     if state.get("state") == "forgotten":
         print(f"session {session_id}: {state['reason']}", file=sys.stderr)
         return 4
-    deadline = None if timeout is None else time.monotonic() + timeout
+    from tilth.views.follow import PROGRESS_S
+
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    next_progress = started + PROGRESS_S
     while True:
         state = broker.state(session_id) or {}
         if ended(broker, session_id, state):
             print(f"session {session_id}: {state['state']}" + (f" ({state['reason']})" if state.get("reason") else ""))
             return WAIT_EXIT[state["state"]]
-        if deadline is not None and time.monotonic() > deadline:
+        now = time.monotonic()
+        if deadline is not None and now > deadline:
             print(f"session {session_id}: still {state.get('state')} after {timeout:g}s", file=sys.stderr)
             return 4
+        if now >= next_progress:
+            next_progress = now + PROGRESS_S
+            print(f"tilth: still waiting after {now - started:.0f}s: {session_id} {state.get('state')}",
+                  file=sys.stderr, flush=True)
         broker.events(session_id, "$", block_ms=1000)
 
 

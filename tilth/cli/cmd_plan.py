@@ -117,23 +117,24 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def plan_for_start(prd: Path) -> tuple[Path, Callable[[], None]]:
     """The prd.json file `tilth start --prd` hands on, and what to call once the session exists: the
-    file itself when it is tilth's own (or missing: `start` says so), a directory's prd.json, else
-    the plan converted into a temp file (removed by the call)."""
+    file itself when it is tilth's own (or missing: `start` says so), else the plan converted into a
+    temp file (removed by the call). A directory holding a prd.json is read as that file, in any format."""
     import shutil
     import tempfile
     from pathlib import Path
 
+    from tilth.cli.inputs import plan_file
     from tilth.cli.plan_import import read_plan
 
-    if prd.is_dir() and (prd / "prd.json").is_file():
-        said(f"read {prd / 'prd.json'}")
-        return prd / "prd.json", lambda: None
+    given, prd = prd, plan_file(prd)
     if not prd.exists():
         return prd, lambda: None
     plan = read_plan(prd)
     if plan.fmt == "tilth":
+        if prd != given:
+            said(f"read {prd}")
         return prd, lambda: None
-    said(plan.said)
+    said(f"{plan.said} from {prd}" if prd != given else plan.said)
     tmp = tempfile.mkdtemp(prefix="tilth-plan-")
     converted = Path(tmp) / "prd.json"
     converted.write_bytes(plan.data)

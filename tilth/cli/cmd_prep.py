@@ -178,6 +178,8 @@ def cmd_prep(args: argparse.Namespace) -> int:
     import orjson
 
     from tilth.agents.backends.interview import Interview, tasks_without_criteria
+    from tilth.cli.inputs import repository
+    from tilth.cli.liveness import waiting
     from tilth.core.clock import iso, utc_now
     from tilth.core.config import load_settings
     from tilth.views.figures import plural
@@ -201,7 +203,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
         raise BadInput("no model for the interview: set TILTH_PREP_MODEL or TILTH_WORKER_MODEL")
     register_secret(settings.api_key)
     scan_for_secrets()
-    repo = open_source_repo(Path(args.repo).expanduser())
+    repo = open_source_repo(repository(args.repo))
     root = Path(repo.workdir).resolve()
     head = str(repo.head.target)
     out = Path(args.out).expanduser() if args.out else Path.cwd() / f"prep-{utc_now().strftime('%Y%m%d-%H%M%S')}"
@@ -214,7 +216,8 @@ def cmd_prep(args: argparse.Namespace) -> int:
 
     events = EventLog(out / "prep-events.jsonl")
     interview = Interview(settings, events, root, answerer, args.max_steps,
-                          progress=lambda line: print(f"  ({line})", file=sys.stderr, flush=True), review=warnings)
+                          progress=lambda line: print(f"  ({line})", file=sys.stderr, flush=True), review=warnings,
+                          waiting=waiting)
     print(f"prep: interviewing {interview.model} about {root} (HEAD {head[:12]}); output: {out}", flush=True)
     started = iso()
     record = out / "interview.md"
@@ -243,7 +246,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     if plan.open_questions or plan.blockers:
         print(f"open questions: {len(plan.open_questions)}, blockers: {len(plan.blockers)} "
               f"(in {seed_meta_path(out).name}; every worker sees them)", flush=True)
-    print(f"next: tilth start --repo {args.repo} --seed {out}", flush=True)
+    print(f"next: tilth start --repo {args.repo or root} --seed {out}", flush=True)
     return 0
 
 
@@ -251,7 +254,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     prep = sub.add_parser("prep", help="interview: the model reads the repository, asks you questions and writes "
                                        "a plan (prd.json, seed-meta.json, interview.md) for `tilth start`")
     prep.add_argument("goal", help="what you want done, in a sentence or a paragraph")
-    prep.add_argument("--repo", required=True, help="the git repository (its working tree is read, never written)")
+    prep.add_argument("--repo", help="the git repository (its working tree is read, never written; default: the one "
+                                      "holding the current directory)")
     prep.add_argument("--out", metavar="DIR", help="where the plan goes (default: ./prep-<timestamp>)")
     prep.add_argument("--answers", metavar="FILE", help="answer the questions from FILE, in order: a JSON list of "
                                                         "strings, a JSON object {question: answer}, or one answer "

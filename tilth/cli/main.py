@@ -11,7 +11,7 @@ import sys
 
 from tilth.core import VERSION
 from tilth.cli import (cmd_answer, cmd_calibrate, cmd_config, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor,
-                       cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve)
+                       cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve, inputs)
 from tilth.cli.backend_choice import backend_choice
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.cli.stderr import say
@@ -63,14 +63,14 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.id is not None and not args.id.strip():
         raise BadInput("--id is empty; pass a session id, or leave --id out for a generated one")
     seed = Path(args.seed).expanduser() if args.seed else None
+    checks = inputs.checks(args.check)
     if args.prd is None and seed is None:
         raise BadInput("no plan: pass --prd a prd.json, or --seed the directory `tilth prep` wrote")
     prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
     settings = load_settings(tilth_home())
     dispatching = cmd_dispatch.wanted(args, settings)
-    if not dispatching and not args.repo:
-        raise BadInput("no repository: pass --repo PATH (the git repository to work on)")
+    repo = None if dispatching else inputs.repository(args.repo)
     if not args.foreground and not dispatching:
         cmd_daemon.supervisor_sees_keys(tilth_home(), settings)
     plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
@@ -80,8 +80,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     try:
         if dispatching:
             return cmd_dispatch.start(args, plan_file, seed, backend_choice(args, settings), settings, say)
-        paths = create_session(Path(args.repo).expanduser(), plan_file, args.id, args.base,
-                               backend_choice(args, settings), settings, args.check, notify=say, seed_dir=seed)
+        paths = create_session(repo, plan_file, args.id, args.base,
+                               backend_choice(args, settings), settings, checks, notify=say, seed_dir=seed,
+                               progress=lambda line: print(line, flush=True))
     finally:
         done_with_plan()
     print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
@@ -205,9 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     start = sub.add_parser("start", help="create a session and hand it to the supervisor (or run it: --foreground)")
-    start.add_argument("--repo", help="the git repository to work on (with --dispatch: the remote URL or bare "
-                                      "repository every worker reaches; default [dispatch] remote)")
-    start.add_argument("--prd", help="the plan: a JSON array of tasks (a seed-meta.json beside it comes along), or "
+    start.add_argument("--repo", help="the git repository to work on (default: the one holding the current "
+                                      "directory; with --dispatch: the remote URL or bare repository every worker "
+                                      "reaches, default [dispatch] remote)")
+    start.add_argument("--prd", help="the plan: a JSON array of tasks (a seed-meta.json beside it comes along), a "
+                                      "directory holding prd.json, or "
                                       "a Ralph prd.json, GitHub issue export, markdown checklist or directory of "
                                       "markdown task files (converted, see `tilth import`)")
     start.add_argument("--seed", metavar="DIR", help="a `tilth prep` output: its seed-meta.json comes along, and "

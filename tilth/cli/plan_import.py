@@ -51,7 +51,11 @@ class Imported:
 
 
 def read_plan(path: Path) -> Imported:
-    """Any plan tilth reads, as a valid prd.json; BadInput naming the file and the problem."""
+    """Any plan tilth reads, as a valid prd.json; BadInput naming the file and the problem. A
+    directory holding a prd.json (as `tilth prep` writes one) is read as that file."""
+    from tilth.cli.inputs import plan_file
+
+    path = plan_file(path)
     if path.is_dir():
         return _checked(path, "feature-dir", *_feature_dir(path))
     raw = _read(path)

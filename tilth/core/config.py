@@ -36,7 +36,7 @@ class Price(BaseModel):
     """`[prices.<model>]` in config.toml: overrides the price library (`agents/pricing.py`) for that model.
     An unknown key is an error, so a misspelt rate is never silently ignored."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     prompt: float = Field(ge=0)
     """USD per million prompt tokens not read from a cache."""
@@ -52,8 +52,14 @@ AgentBackend = Literal["openai", "claude", "codex", "aider", "command"]
 CLI_BACKENDS = ("claude", "codex", "aider", "command")
 
 
+MAX_COUNT = 10**12
+"""The largest whole number a setting takes: past it a count means nothing, and past 2**63 it
+cannot even be written into session.json."""
+
+
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf and nan are refused: a timeout or cap must be a number (JSON would record them as null).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     max_iterations_per_task: int = Field(5, ge=1, le=100)
     """Worker+evaluator rounds a task gets (per run) before it becomes a FAILED placeholder."""
@@ -248,6 +254,13 @@ class Settings(BaseModel):
     """Per-model USD prices per million tokens (`prompt`, `completion`, `cached_prompt`, `cache_write`), used
     when the provider reports no cost; they override the price library's (genai-prices) for that model."""
 
+    @field_validator("*")
+    @classmethod
+    def _counts_bounded(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_COUNT:
+            raise ValueError(f"{value} is too large (at most {MAX_COUNT:,})")
+        return value
+
     @field_validator("secret_patterns")
     @classmethod
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
@@ -316,9 +329,14 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
     values: dict[str, object] = {}
     sources: dict[str, str] = {}
     config_file = home / "config.toml"
+    if config_file.exists() and not config_file.is_file():
+        raise BadInput(f"{config_file} is not a file; remove it or make it a TOML file of settings, and retry")
     if config_file.is_file():
         try:
             values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise BadInput(f"{config_file}: cannot be read ({exc.strerror or exc}); fix its permissions and retry") \
+                from None
         except UnicodeDecodeError:
             raise BadInput(f"{config_file}: not UTF-8 text; save it as UTF-8 and retry") from None
         except tomllib.TOMLDecodeError as exc:
@@ -340,7 +358,7 @@ def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
         source = sources.get(field, f"{config_file}")
         shown = ".".join(str(part) for part in error["loc"]) if len(error["loc"]) > 1 else field
         shown = shown if shown.isprintable() else repr(shown)
-        message = " ".join(str(error["msg"]).split())
+        message = " ".join(str(error["msg"]).split()).removeprefix("Value error, ")
         raise BadInput(f"{source}: {shown}: {message}; fix the setting and retry") from None
     return settings, sources
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class Dispatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     broker_url: str = Field(min_length=1)
     """The Redis every machine reaches, e.g. `redis://127.0.0.1:6379/0` (run it with `appendonly yes`

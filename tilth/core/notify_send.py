@@ -20,10 +20,11 @@ KINDS = ("info", "success", "warning", "failure")
 """apprise's message types (colour or icon on most services)."""
 
 EVENTS = {
-    "notify_sent": "a notification reached every configured service; data: trigger (session_end|task_failed|"
-                   "session_paused|crashed), ok, error (null); never the URL",
-    "notify_failed": "a notification did not reach some service (or the URL is not one apprise knows); "
-                     "data: trigger, ok (false), error (what failed, each URL named by its position only)",
+    "notify_sent": ("a notification reached every configured service; data: trigger (session_end|task_failed|"
+                    "session_paused|crashed), ok, error (null); never the URL", "trigger ok error"),
+    "notify_failed": ("a notification did not reach some service (or the URL is not one apprise knows); "
+                      "data: trigger, ok (false), error (what failed, each URL named by its position only)",
+                      "trigger ok error"),
 }
 """The events recording each attempt, documented (`events.document`) by each module that emits them."""
 

@@ -6,6 +6,7 @@ and each leaves an event in the session's journal.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, Callable
 
@@ -20,21 +21,23 @@ from tilth.store.session import SessionRecord, SessionState, load_session, save_
 
 document(
     {
-        "session_queued": "the session was handed to the supervisor; data: reason (start|resume|plan_grew|answer: "
-                          "`tilth answer` on an ended session|answered: the supervisor, for a session that ended "
-                          "waiting while its answer came), "
-                          "start_at, resume",
-        "session_launched": "the supervisor is starting a runner for the queued session; data: resume",
-        "session_crashed": "the session said running but its runner was gone; data: reason, exit_code, "
-                           "auto_resume (at|gave_up|off), auto_resume_at, auto_resumes (in a row so far), "
-                           "attempts (the most in a row; null without an auto-resume policy)",
-        "session_auto_resumed": "the supervisor queued a crashed session to resume by itself after the backoff; "
-                                "data: attempt, attempts (the most in a row), backoff_s, crash (the crash's reason)",
-        "session_unpaused": "the supervisor queued a session paused by a usage limit to resume, its pause "
-                            "over; data: paused_until (as recorded; null or unreadable counts as over), reason "
-                            "(the pause's)",
-        "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume, or a "
-                           "paused one), or killed its runner with --now; data: now, pid",
+        "session_queued": ("the session was handed to the supervisor; data: reason (start|resume|plan_grew|answer: "
+                           "`tilth answer` on an ended session|answered: the supervisor, for a session that ended "
+                           "waiting while its answer came), "
+                           "start_at, resume", "reason start_at resume"),
+        "session_launched": ("the supervisor is starting a runner for the queued session; data: resume", "resume"),
+        "session_crashed": ("the session said running but its runner was gone; data: reason, exit_code, "
+                            "auto_resume (at|gave_up|off), auto_resume_at, auto_resumes (in a row so far), "
+                            "attempts (the most in a row; null without an auto-resume policy)",
+                            "reason exit_code auto_resume auto_resume_at auto_resumes attempts"),
+        "session_auto_resumed": ("the supervisor queued a crashed session to resume by itself after the backoff; "
+                                 "data: attempt, attempts (the most in a row), backoff_s, crash (the crash's reason)",
+                                 "attempt attempts backoff_s crash"),
+        "session_unpaused": ("the supervisor queued a session paused by a usage limit to resume, its pause "
+                             "over; data: paused_until (as recorded; null or unreadable counts as over), reason "
+                             "(the pause's)", "paused_until reason"),
+        "session_stopped": ("`tilth stop` stopped a queued session (or a crashed one due for auto-resume, or a "
+                            "paused one), or killed its runner with --now; data: now, pid", "now pid"),
     }
 )
 
@@ -227,8 +230,8 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
     return change(paths, role, decide, "session_stopped", now=now, pid=pid)
 
 
-document({"settings_recorded": "`tilth resume` put the settings set in its shell over the session's recorded "
-                               "ones; data: changed (setting names)"})
+document({"settings_recorded": ("`tilth resume` put the settings set in its shell over the session's recorded "
+                                "ones; data: changed (setting names)", "changed")})
 
 
 def record_settings(paths: SessionPaths, overrides: dict[str, Any], keys: list[str],
@@ -243,7 +246,7 @@ def record_settings(paths: SessionPaths, overrides: dict[str, Any], keys: list[s
         changed.extend(sorted(name for name in merged if record.settings.get(name) != merged[name]))
         updates: dict[str, Any] = {"settings": merged, "keys": sorted({*record.keys, *keys})}
         if backend and backend != record.backend.name:
-            updates["backend"] = record.backend.model_copy(update={"name": backend})
+            updates["backend"] = dataclasses.replace(record.backend, name=backend)
             changed.append("backend")
         return updates if changed or updates["keys"] != record.keys else None
 

@@ -1,7 +1,7 @@
 """What tilth keeps in the broker (Redis) for dispatched sessions, besides RQ's own jobs.
 
     tilth:sessions           SET     every dispatched session id
-    tilth:session:<id>       HASH    state, reason, progress, current, worker, remote, updated, tasks (JSON)
+    tilth:session:<id>       HASH    the session's state as the broker knows it: `STATE_FIELDS`, declared once
     tilth:events:<id>        STREAM  the session's events.jsonl lines, field `e` (mirrored by the runner)
     tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed
     tilth:stop:<id>          STRING  a person asked the session to stop (`tilth stop` from any machine)
@@ -36,6 +36,25 @@ _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpi
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 BrokerDown = (redis.ConnectionError, redis.TimeoutError)
+
+STATE_FIELDS = {
+    "id": "the session id",
+    "state": "a session state, `finishing` (ended, its last push not yet on the remote), `refused` or `forgotten`",
+    "reason": "why it ended or was refused, one line",
+    "progress": "`<done>/<tasks>` as last pushed to the remote",
+    "current": "the task in progress, or empty",
+    "branch": "`session/<id>` on the shared remote",
+    "remote": "the shared remote's URL",
+    "worker": "the worker token that holds it, or empty",
+    "pid": "the holding worker's job process",
+    "job": "the RQ job id of its current job",
+    "tasks": "JSON: each task's id, title and status",
+    "questions": "JSON: each parked task's open question",
+    "updated": "when it was last written (Unix time)",
+}
+"""The `tilth:session:<id>` hash, every field of it: a write of any other is refused."""
+LISTED = ("tasks", "questions")
+"""The fields held as JSON lists."""
 
 
 class Broker:
@@ -112,7 +131,7 @@ class Broker:
         if not raw:
             return None
         found = {k.decode(): v.decode() for k, v in raw.items()}
-        for listed in ("tasks", "questions"):
+        for listed in LISTED:
             try:
                 found[listed] = orjson.loads(found.get(listed) or "[]")
             except orjson.JSONDecodeError:
@@ -189,13 +208,17 @@ def job_failed(job, connection, exc_type, exc_value, tb) -> None:  # noqa: ANN00
     current = connection.hget(Broker.key("session", session_id), "job")
     if current is not None and current.decode() != job.id:
         return  # a job another one superseded (queued again by a sweep or a resume)
-    connection.hset(Broker.key("session", session_id), mapping={
-        "state": "crashed", "worker": "", "updated": str(time.time()),
+    connection.hset(Broker.key("session", session_id), mapping=_flat({
+        "state": "crashed", "worker": "", "updated": time.time(),
         "reason": f"no worker could finish it ({exc_type.__name__ if exc_type else 'abandoned'}; takeovers used "
-                  f"up); `tilth resume {session_id}` queues it again"})
+                  f"up); `tilth resume {session_id}` queues it again"}))
 
 
 def _flat(fields: dict[str, Any]) -> dict[str, str]:
+    """The hash's fields as Redis holds them; a field `STATE_FIELDS` does not declare is refused."""
+    unknown = sorted(set(fields) - STATE_FIELDS.keys())
+    if unknown:
+        raise ValueError(f"tilth:session hash has no field {', '.join(unknown)}; declare it in broker.STATE_FIELDS")
     return {k: (orjson.dumps(v).decode() if isinstance(v, (list, dict)) else "" if v is None else str(v))
             for k, v in fields.items()}
 

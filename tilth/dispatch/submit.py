@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
-from tilth.dispatch.broker import Broker, enqueue
+from tilth.dispatch.broker import Broker, BrokerDown, enqueue
 from tilth.dispatch.carried import carried_files, seal
 from tilth.dispatch.mirror import state_of
 from tilth.dispatch.signing import load_secret
@@ -25,7 +25,11 @@ def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str 
                      settings: Settings, checks: list[str], seed: Path | None,
                      say=print) -> SessionPaths:
     broker = Broker(settings.dispatch)
-    broker.redis.ping()
+    try:
+        broker.redis.ping()
+    except BrokerDown as exc:
+        raise BadInput(f"the broker {settings.dispatch.broker_shown} is unreachable ({exc}); start it or fix "
+                       "[dispatch] broker_url, then start again (nothing was created)") from None
     secret = load_secret(settings.dispatch)
     home = tilth_home()
     with clone_lock(home / "clones"):
@@ -43,8 +47,12 @@ def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str 
         finally:
             remove_checkout(clone, paths.id, paths.worktree)
             shutil.rmtree(paths.dir, ignore_errors=True)
-    broker.register(paths.id, {**state, "state": "queued", "remote": remote, "branch": f"session/{paths.id}"})
-    enqueue(broker, paths.id, remote)
+    try:
+        broker.register(paths.id, {**state, "state": "queued", "remote": remote, "branch": f"session/{paths.id}"})
+        enqueue(broker, paths.id, remote)
+    except BrokerDown as exc:
+        raise BadInput(f"the broker {settings.dispatch.broker_shown} went away ({exc}) after session {paths.id} "
+                       f"was pushed to {remote}; once it is back, `tilth resume {paths.id}` queues it") from None
     return paths
 
 

@@ -58,20 +58,20 @@ def ensure_clone(clones: Path, remote: str) -> Path:
     if not (clone / ".git").exists():
         partial = clone.with_name(clone.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
-        run(clones, "clone", "--quiet", "--no-checkout", remote, str(partial))
+        run(clones, "clone", "--quiet", "--no-checkout", "--", remote, str(partial))
         partial.rename(clone)
     return clone
 
 
 def remote_refs(clone: Path, remote: str, session_id: str) -> dict[str, str]:
-    listed = run(clone, "ls-remote", remote, BRANCH_REF.format(session_id), FILES_REF.format(session_id)).stdout
+    listed = run(clone, "ls-remote", "--", remote, BRANCH_REF.format(session_id), FILES_REF.format(session_id)).stdout
     return {ref: sha for sha, ref in (line.split("\t", 1) for line in listed.splitlines() if "\t" in line)}
 
 
 def remote_sessions(cwd: Path, remote: str) -> list[str]:
     """The ids of the sessions whose files are on `remote` (`refs/tilth/sessions/*`), as named there
     (the caller checks each before it becomes part of a path)."""
-    listed = run(cwd, "ls-remote", remote, FILES_REF.format("*")).stdout
+    listed = run(cwd, "ls-remote", "--", remote, FILES_REF.format("*")).stdout
     prefix = FILES_REF.format("")
     return sorted(line.split("\t", 1)[1][len(prefix):] for line in listed.splitlines()
                   if "\t" in line and line.split("\t", 1)[1].startswith(prefix))
@@ -82,15 +82,15 @@ def fetch_session(clone: Path, remote: str, session_id: str) -> dict[str, str]:
     from a run that died before its push, is discarded: that work is lost, never duplicated)."""
     found = remote_refs(clone, remote, session_id)
     if found:
-        run(clone, "fetch", "--quiet", "--force", remote, *(f"+{ref}:{ref}" for ref in found))
+        run(clone, "fetch", "--quiet", "--force", "--", remote, *(f"+{ref}:{ref}" for ref in found))
     return found
 
 
 def default_head(clone: Path, remote: str) -> str:
-    listed = run(clone, "ls-remote", remote, "HEAD").stdout.split()
+    listed = run(clone, "ls-remote", "--", remote, "HEAD").stdout.split()
     if not listed:
         raise GitFailed(f"the remote {remote} has no HEAD; push a default branch to it first")
-    run(clone, "fetch", "--quiet", remote, listed[0])
+    run(clone, "fetch", "--quiet", "--", remote, listed[0])
     return listed[0]
 
 
@@ -207,7 +207,7 @@ def push_session(clone: Path, remote: str, session_id: str) -> None:
     """Both refs, atomically, never forced: only a fast-forward refusal (the remote moved on) is
     PushRefused; any other failure is GitFailed with git's whole message (worth trying again)."""
     refs = [f"{ref}:{ref}" for ref in (BRANCH_REF.format(session_id), FILES_REF.format(session_id))]
-    proc = run(clone, "push", "--quiet", "--atomic", "--porcelain", remote, *refs, check=False)
+    proc = run(clone, "push", "--quiet", "--atomic", "--porcelain", "--", remote, *refs, check=False)
     if proc.returncode != 0:
         said = proc.stdout + proc.stderr
         if any(words in said for words in FAST_FORWARD_REFUSALS):

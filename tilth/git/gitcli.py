@@ -59,22 +59,22 @@ def branch_tip(repo: str | Path, branch: str) -> str | None:
 
 def remote_urls(repo: str | Path, remote: str) -> tuple[str, str]:
     """(fetch URL, push URL) of a remote, after insteadOf rewriting."""
-    fetch = run(repo, "remote", "get-url", remote, check=False)
+    fetch = run(repo, "remote", "get-url", "--", remote, check=False)
     if fetch.returncode != 0:
         raise BadInput(f"{repo} has no remote {remote!r}; add it (`git remote add {remote} URL`) or pass --remote")
-    push = run(repo, "remote", "get-url", "--push", remote)
+    push = run(repo, "remote", "get-url", "--push", "--", remote)
     return fetch.stdout.strip(), push.stdout.strip()
 
 
 def remote_tip(repo: str | Path, url: str, branch: str) -> str | None:
     """The sha the remote at `url` has for the branch, asked over the wire (never a stale tracking ref)."""
-    out = run(repo, "ls-remote", url, f"refs/heads/{branch}").stdout.split()
+    out = run(repo, "ls-remote", "--", url, f"refs/heads/{branch}").stdout.split()
     return out[0] if out else None
 
 
 def push_branch(repo: str | Path, remote: str, branch: str) -> None:
     ref = f"refs/heads/{branch}"
-    proc = run(repo, "push", remote, f"{ref}:{ref}", check=False)
+    proc = run(repo, "push", "--", remote, f"{ref}:{ref}", check=False)
     if proc.returncode == 0:
         return
     message = f"git push of {branch} to {remote} failed: {telling_line(proc.stderr)}"

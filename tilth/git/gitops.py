@@ -39,6 +39,21 @@ def check_checkout(repo: pygit2.Repository) -> None:
                        "or pass --base HEAD to start from the last commit anyway")
 
 
+def check_writable(repo: pygit2.Repository) -> None:
+    """A session adds a branch and a worktree to the repository's git dir: a read-only mount or
+    someone else's repository is refused before anything is made."""
+    import os
+
+    git_dir = Path(repo.path)
+    common = git_dir
+    if (git_dir / "commondir").is_file():  # a linked worktree: branches live in the main git dir
+        common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+    for where in (git_dir, common, common / "refs" / "heads"):
+        if where.is_dir() and not os.access(where, os.W_OK):
+            raise BadInput(f"{where} is not writable (a read-only mount, or another user's repository); a session "
+                           "adds a branch and a worktree there: start from a writable clone")
+
+
 def resolve_commit(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
     try:
         return repo.revparse_single(rev).peel(pygit2.Commit)

@@ -20,11 +20,11 @@ from tilth.store.home import SessionPaths
 from tilth.store.prd import TaskStatus, load_current_plan
 from tilth.store.session import SessionRecord
 
-document({"baseline_recorded": "the checks and verify commands ran once on the base commit (baseline.json); "
-                               "data: commit, checks (command, exit_code, failing_ids, run_id), verifies (task, "
-                               "criterion, command, exit_code, run_id)",
-          "baseline_skipped": "no baseline could be recorded (the branch already moved past the base commit, or "
-                              "the worktree has changes); every failing check blocks; data: reason"})
+document({"baseline_recorded": ("the checks and verify commands ran once on the base commit (baseline.json); "
+                                "data: commit, checks (command, exit_code, failing_ids, run_id), verifies (task, "
+                                "criterion, command, exit_code, run_id)", "commit checks verifies"),
+          "baseline_skipped": ("no baseline could be recorded (the branch already moved past the base commit, or "
+                               "the worktree has changes); every failing check blocks; data: reason", "reason")})
 
 
 def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Repository, settings: Settings,

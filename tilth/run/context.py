@@ -35,9 +35,11 @@ from tilth.store.progress_summary import SummarySettings, current_summary
 
 document(
     {
-        "memory_load": "one context channel was loaded; data: role, channel, present, chars, truncated",
-        "prompt_assembled": "a fresh context's full text was assembled and written to prompts.jsonl; data: role, "
-                            "prompt_offset (the byte offset of its line there), prompt_chars",
+        "memory_load": ("one context channel was loaded; data: role, channel, present, chars, truncated",
+                        "role channel present chars truncated"),
+        "prompt_assembled": ("a fresh context's full text was assembled and written to prompts.jsonl; data: role, "
+                             "prompt_offset (the byte offset of its line there), prompt_chars",
+                             "role prompt_offset prompt_chars"),
     }
 )
 

@@ -28,17 +28,17 @@ from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.core.faults import checkpoint
 from tilth.core.travel import keys_in_use, session_view
 from tilth.git.worktree_git import worktree_name
-from tilth.git.gitops import (GitError, check_checkout, create_worktree, open_source_repo, reclaim_worktree,
-                              remove_worktree, resolve_commit)
+from tilth.git.gitops import (GitError, check_checkout, check_writable, create_worktree, open_source_repo,
+                              reclaim_worktree, remove_worktree, resolve_commit)
 from tilth.store.creating import CreationIntent, Staging, begin, claim_orphans
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths, check_session_id, ensure_home, session_paths, tilth_home
 from tilth.store.jsonio import write_atomic, write_json
 from tilth.store.prd import load_plan
 from tilth.store.seed_meta import FILE_NAME as SEED_META, read_seed_bytes
-from tilth.store.session import BackendChoice, SessionRecord
+from tilth.store.session import BackendChoice, SessionRecord, record_json
 
-document({"session_created": "the session dir, branch and worktree were created; data: base, branch"})
+document({"session_created": ("the session dir, branch and worktree were created; data: base, branch", "base branch")})
 
 
 def new_session_id() -> str:
@@ -48,9 +48,10 @@ def new_session_id() -> str:
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
                    backend: BackendChoice, settings: Settings, checks: list[str] = (),
                    notify: Callable[[str], None] | None = None, seed_dir: Path | None = None,
-                   home: Path | None = None) -> SessionPaths:
-    """`notify` gets one line per interrupted creation reclaimed on the way. The `tilth prep` record
-    (seed-meta.json) is taken from `seed_dir`, where it must be, else from beside the plan if there."""
+                   home: Path | None = None, progress: Callable[[str], None] | None = None) -> SessionPaths:
+    """`notify` gets one line per interrupted creation reclaimed on the way; `progress` a line before a
+    slow check (the model endpoints' preflight). The `tilth prep` record (seed-meta.json) is taken from
+    `seed_dir`, where it must be, else from beside the plan if there."""
     plan_bytes = prd_file.read_bytes() if prd_file.is_file() else None
     if plan_bytes is None:
         raise BadInput(f"plan file {prd_file} does not exist; pass --prd a prd.json")
@@ -71,11 +72,12 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
     if scenario_bytes is not None:
         backend = BackendChoice(name=backend.name, scenario=str(paths.scenario))
     repo = open_source_repo(repo_path)
+    check_writable(repo)
     if base_rev is None:
         check_checkout(repo)
     base = resolve_commit(repo, base_rev or "HEAD")
     if backend.name in ("openai", "agents") and settings.preflight:
-        preflight(settings)
+        preflight(settings, progress)
     for line in unpriced_notes:  # said once the start is sure to go ahead, never beside a refusal
         if notify is not None:
             notify(line)
@@ -122,7 +124,7 @@ def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, stag
             write_atomic(staging.dir / SEED_META, seed_bytes)
         (staging.dir / "ledger").mkdir()
         (staging.dir / "progress.txt").touch()
-        write_json(staging.dir / "session.json", record.model_dump(mode="json"))
+        write_json(staging.dir / "session.json", record_json(record))
         EventLog(staging.dir / "events.jsonl").emit("session_created", base=intent.base, branch=intent.branch)
         checkpoint("before_session_dir", paths.id)
         staging.complete(paths.dir)

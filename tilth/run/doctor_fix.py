@@ -28,10 +28,10 @@ from tilth.store.session import SessionState, set_state
 
 document(
     {
-        "doctor_repaired": "`tilth doctor --fix` repaired a finding; data: check (events|summary|worktree|git_locks|"
-                           "statuses|progress|progress_dups|reconcile), detail (the line it printed)",
-        "doctor_crashed": "`tilth doctor --fix` found session.json saying running with no live runner and recorded "
-                          "it crashed (resumable); data: pid (the dead runner's), reason",
+        "doctor_repaired": ("`tilth doctor --fix` repaired a finding; data: check (events|summary|worktree|git_locks|"
+                            "statuses|progress|progress_dups|reconcile), detail (the line it printed)", "check detail"),
+        "doctor_crashed": ("`tilth doctor --fix` found session.json saying running with no live runner and recorded "
+                           "it crashed (resumable); data: pid (the dead runner's), reason", "pid reason"),
     }
 )
 

@@ -22,10 +22,10 @@ from tilth.store.events import EventLog, document
 from tilth.store.ledger import Case, Verdict
 from tilth.store.prd import Task, TaskStatus, add_tasks, load_current_plan
 
-document({"final_review": "the evaluator reviewed the session's whole diff against the base and the whole plan; "
-                          "data: head (the commit reviewed), backend, verdict, concern, findings (one line each), error "
-                          "(when the evaluator failed or a cap tripped), tasks_added (follow-up task ids, with "
-                          "final_review_tasks)"})
+document({"final_review": ("the evaluator reviewed the session's whole diff against the base and the whole plan; "
+                           "data: head (the commit reviewed), backend, verdict, concern, findings (one line each), error "
+                           "(when the evaluator failed or a cap tripped), tasks_added (follow-up task ids, with "
+                           "final_review_tasks)", "head backend verdict concern findings error tasks_added")})
 
 ASK = ("You are reviewing a whole session of work at once: every task of the plan below was done by a separate "
        "worker, one commit each, and each was accepted on its own. Review the combined diff against the base for "

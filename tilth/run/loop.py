@@ -60,24 +60,28 @@ from tilth.views.endreport import record_report
 
 document(
     {
-        "session_started": "a process took the session lock and began running; data: backend, pid, resume, "
-                           "caps (the limits in force: max_spend_usd, max_tokens_total, max_wall_clock_s, "
-                           "max_evaluator_calls_per_task)",
-        "sandbox": "the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
-                   "setting, network (on|off: whether the agent's commands reach the network), processes "
-                   "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
+        "session_started": ("a process took the session lock and began running; data: backend, pid, resume, "
+                            "caps (the limits in force: max_spend_usd, max_tokens_total, max_wall_clock_s, "
+                            "max_evaluator_calls_per_task)", "backend pid resume caps"),
+        "sandbox": ("the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
+                    "setting, network (on|off: whether the agent's commands reach the network), processes "
+                    "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
+                    "mode unconfined setting network processes"),
         "task_started": "a task was marked in_progress",
-        "attempts_used_up": "a task has had max_attempts_per_task_total attempts over all runs and fails without "
-                            "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
-                            "data: attempts, limit",
-        "notes_taken": "at a task boundary the runner took the notes left with `tilth note` since the last one; "
-                       "data: count, ids (they reach every later prompt they apply to)",
-        "learnings_proposed": "the self-improvement step ran; data: count (0 when nothing durable), error",
-        "worker_done": "the worker returned; data: made_case, failed (why its agent process failed, when it did), "
-                       "asked (the question it ended with instead of a case: the task parks)",
-        "verdict": "the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
-        "session_end": "the loop ended; data: state, exit_code, reason",
-        "session_report": "the end-of-session report, also written to report.md; data: text",
+        "attempts_used_up": ("a task has had max_attempts_per_task_total attempts over all runs and fails without "
+                             "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
+                             "data: attempts, limit", "attempts limit"),
+        "notes_taken": ("at a task boundary the runner took the notes left with `tilth note` since the last one; "
+                        "data: count, ids (they reach every later prompt they apply to)", "count ids"),
+        "learnings_proposed": ("the self-improvement step ran; data: count (0 when nothing durable), error",
+                               "count error"),
+        "worker_done": ("the worker returned; data: made_case, failed (why its agent process failed, when it did), "
+                        "asked (the question it ended with instead of a case: the task parks)",
+                        "made_case asked failed"),
+        "verdict": ("the evaluator's verdict, appended to the ledger; data: verdict, category, concern",
+                    "verdict category concern"),
+        "session_end": ("the loop ended; data: state, exit_code, reason", "state exit_code reason"),
+        "session_report": ("the end-of-session report, also written to report.md; data: text", "text"),
     }
 )
 

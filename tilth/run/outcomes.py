@@ -30,22 +30,23 @@ from tilth.store.session import SessionRecord
 
 document(
     {
-        "head_repaired": "the worktree's HEAD no longer named the session branch and was pointed back "
-                         "before staging; data: was (what HEAD said), branch",
-        "branch_repaired": "the session branch had been moved off tilth's last commit (not onto a descendant) "
-                           "and was set back before staging; the worktree's files are kept; data: was "
-                           "(the tip found, null if the branch was deleted), restored",
-        "nested_repo_skipped": "data.paths: nested git repositories left out of the commit",
-        "worker_commits_folded": "commits the agent made itself were soft-reset into the task's changes; "
-                                 "data: shas, onto",
-        "commit": "a task commit was made; data: sha, iterations",
-        "task_done": "the task is done: commit made, status flipped, progress line written",
-        "failed_commit": "a FAILED placeholder was made; data: sha, reason",
-        "task_failed": "the task failed: placeholder made, status flipped, progress line written",
-        "parked_commit": "a PARKED placeholder was made; data: sha, asked_by (worker|evaluator), question",
-        "task_parked": "the task waits for a person's answer (`tilth answer`): placeholder made, status flipped, "
-                       "progress line written; the session goes on with tasks that do not depend on it; data: sha, "
-                       "asked_by, question",
+        "head_repaired": ("the worktree's HEAD no longer named the session branch and was pointed back "
+                          "before staging; data: was (what HEAD said), branch", "was branch"),
+        "branch_repaired": ("the session branch had been moved off tilth's last commit (not onto a descendant) "
+                            "and was set back before staging; the worktree's files are kept; data: was "
+                            "(the tip found, null if the branch was deleted), restored", "was restored"),
+        "nested_repo_skipped": ("data.paths: nested git repositories left out of the commit", "paths"),
+        "worker_commits_folded": ("commits the agent made itself were soft-reset into the task's changes; "
+                                  "data: shas, onto", "shas onto"),
+        "commit": ("a task commit was made; data: sha, iterations", "sha iterations"),
+        "task_done": ("the task is done: commit made, status flipped, progress line written", "sha"),
+        "failed_commit": ("a FAILED placeholder was made; data: sha, reason", "sha reason"),
+        "task_failed": ("the task failed: placeholder made, status flipped, progress line written", "sha reason"),
+        "parked_commit": ("a PARKED placeholder was made; data: sha, asked_by (worker|evaluator), question",
+                          "sha asked_by question"),
+        "task_parked": ("the task waits for a person's answer (`tilth answer`): placeholder made, status flipped, "
+                        "progress line written; the session goes on with tasks that do not depend on it; data: sha, "
+                        "asked_by, question", "sha asked_by question"),
     }
 )
 

@@ -22,8 +22,8 @@ from tilth.store.session import SessionState
 
 document(
     {
-        "question_repeated": "an agent asked a question already answered for this task; it became a rejection "
-                             "carrying the answer, not a second park; data: asked_by, question",
+        "question_repeated": ("an agent asked a question already answered for this task; it became a rejection "
+                              "carrying the answer, not a second park; data: asked_by, question", "asked_by question"),
     }
 )
 

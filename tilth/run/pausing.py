@@ -23,9 +23,10 @@ from tilth.store.jsonio import parse_object
 from tilth.store.session import SessionState, load_session, pause, set_state
 
 document({
-    "session_paused": "an agent hit a usage limit: the session pauses (the attempt does not count); data: until, "
-                      "wait_s, reason, reset_given (the agent said when the limit lifts), in_process (a foreground "
-                      "run waiting it out; otherwise the supervisor resumes it at `until`)",
+    "session_paused": ("an agent hit a usage limit: the session pauses (the attempt does not count); data: until, "
+                       "wait_s, reason, reset_given (the agent said when the limit lifts), in_process (a foreground "
+                       "run waiting it out; otherwise the supervisor resumes it at `until`)",
+                       "until wait_s reason reset_given in_process"),
     "pause_over": "a foreground run waited out its usage-limit pause and goes on",
 })
 

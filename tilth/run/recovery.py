@@ -40,19 +40,20 @@ from tilth.store.progress import append_progress, outcome_line, recorded_commits
 
 document(
     {
-        "stale_git_locks_removed": "data.paths: git lock files left by a killed process, removed",
-        "progress_restored": "a progress line missing after a crash was written from the commit's trailers",
-        "status_reconciled": "data.changes: task statuses corrected from the branch",
-        "placeholder_unwound": "a FAILED placeholder at HEAD was soft-reset; its edits are uncommitted",
-        "accepted_committed": "an accepted task whose commit was interrupted was committed on recovery",
-        "question_parked": "a task whose question was in the ledger when a kill came before its PARKED placeholder "
-                           "was parked on recovery; data: sha",
+        "stale_git_locks_removed": ("data.paths: git lock files left by a killed process, removed", "paths"),
+        "progress_restored": ("a progress line missing after a crash was written from the commit's trailers", "sha"),
+        "status_reconciled": ("data.changes: task statuses corrected from the branch", "changes"),
+        "placeholder_unwound": ("a FAILED placeholder at HEAD was soft-reset; its edits are uncommitted", "sha"),
+        "accepted_committed": ("an accepted task whose commit was interrupted was committed on recovery", "sha"),
+        "question_parked": ("a task whose question was in the ledger when a kill came before its PARKED placeholder "
+                            "was parked on recovery; data: sha", "sha"),
         "task_requeued": "an interrupted in_progress task went back to pending, worktree edits kept",
-        "failed_requeued": "`tilth resume`: a failed task whose FAILED placeholder later commits keep (or that "
-                           "another task's interrupted edits share the worktree with) went back to pending; its retry "
-                           "starts from the branch tip, which holds the placeholder's edits; data: sha",
-        "memory_restored": "a task outcome on the branch had no daily memory line noted (a kill came between "
-                           "the outcome and its line): data: sha, written (false: the day's file had the line)",
+        "failed_requeued": ("`tilth resume`: a failed task whose FAILED placeholder later commits keep (or that "
+                            "another task's interrupted edits share the worktree with) went back to pending; its retry "
+                            "starts from the branch tip, which holds the placeholder's edits; data: sha", "sha"),
+        "memory_restored": ("a task outcome on the branch had no daily memory line noted (a kill came between "
+                            "the outcome and its line): data: sha, written (false: the day's file had the line)",
+                            "sha written"),
     }
 )
 

@@ -21,9 +21,10 @@ from tilth.store.events import EventLog, document
 from tilth.store.ledger import Verdict
 from tilth.store.redaction import MARK, secrets_in
 
-document({"secret_redacted": "the staged change added secrets: each was replaced by [redacted] in its worktree file "
-                             "and restaged before any commit; data: found (path, line, kind of each; never the "
-                             "secret), unchanged (paths whose file could not be rewritten: left out of the index)"})
+document({"secret_redacted": ("the staged change added secrets: each was replaced by [redacted] in its worktree file "
+                              "and restaged before any commit; data: found (path, line, kind of each; never the "
+                              "secret), unchanged (paths whose file could not be rewritten: left out of the index)",
+                              "found unchanged")})
 
 
 @dataclass(frozen=True)

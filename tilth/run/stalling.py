@@ -15,8 +15,9 @@ from difflib import SequenceMatcher
 from tilth.store.events import document
 from tilth.store.ledger import LedgerEntry, Verdict
 
-document({"task_stalled": "a task was rejected for the same reason `count` times in a row and parks with a question; "
-                          "data: count, category, concern, same (concern|diff: what repeated)"})
+document({"task_stalled": ("a task was rejected for the same reason `count` times in a row and parks with a question; "
+                           "data: count, category, concern, same (concern|diff: what repeated)",
+                           "count category concern same")})
 
 SIMILAR = 0.8
 """SequenceMatcher ratio of two normalised concerns from which they say the same thing."""

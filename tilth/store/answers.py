@@ -24,10 +24,10 @@ from tilth.store.jsonio import append_jsonl, read_jsonl
 
 document(
     {
-        "task_answered": "a parked task's question has an answer (`tilth answer`): the task is pending again "
-                         "and its attempts start over (a PARKED placeholder at HEAD is then soft-unwound, "
-                         "`placeholder_unwound`); data: question, by (answer: `tilth answer` while no runner held "
-                         "the session; runner: at a task boundary)",
+        "task_answered": ("a parked task's question has an answer (`tilth answer`): the task is pending again "
+                          "and its attempts start over (a PARKED placeholder at HEAD is then soft-unwound, "
+                          "`placeholder_unwound`); data: question, by (answer: `tilth answer` while no runner held "
+                          "the session; runner: at a task boundary)", "question by"),
     }
 )
 

@@ -1,5 +1,7 @@
-"""`model_call` events read back: what each adds to a session's totals. Shared by the roll-up
-(`store/rollup.py`) and `agents/accounting.Meter`, so both count exactly alike.
+"""Token and cost totals, computed in this one place: what each `model_call` event adds
+(`Counted`) and their sum (`Totals`), which the roll-up's session and task totals
+(`store/rollup.py`), the runner's `agents/accounting.Meter` and the report's tally
+(`views/tally.py`) all are, so every figure counts exactly alike.
 
 Read as leniently as the provider's report was (`agents/accounting.Usage`): a count is usable
 only as a non-negative whole number (`12.0` too), a cost only as a finite number >= 0; anything
@@ -9,7 +11,7 @@ else is unknown, never a number, and never lowers what was validly reported.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,26 +72,48 @@ class Counted:
 
 @dataclass
 class Totals:
-    """Exactly `Meter.from_events` over the same events."""
+    """What some `model_call` events add up to (a session's, a task's)."""
 
     tokens: int = 0
     cost_usd: float = 0.0
     model_calls: int = 0
     unknown_usage_calls: int = 0
+    """Calls whose token counts were missing or unusable: `tokens` is a lower bound."""
     unknown_cost_calls: int = 0
+    """Of those, the ones with no cost from the provider or price table: `cost_usd` is a lower bound."""
     unpriced_calls: int = 0
+    """Calls with known usage but no provider cost and no price-table entry."""
     cost_is_lower_bound: bool = False
+    prompt_tokens: int = 0
+    """Input tokens, cached ones included (a task's receipt)."""
+    cached_tokens: int = 0
+    completion_tokens: int = 0
 
-    def add(self, counted: Counted) -> None:
+    def count(self, counted: Counted) -> None:
+        """Add one call."""
         self.model_calls += 1
-        count_into(self, counted)
+        self.tokens += counted.tokens
+        self.cost_usd += counted.cost_usd
+        self.unknown_usage_calls += not counted.usage_known
+        self.unknown_cost_calls += not counted.usage_known and not counted.cost_known
+        self.unpriced_calls += counted.usage_known and not counted.cost_known
         self.cost_is_lower_bound = self.unknown_cost_calls > 0
+        self.prompt_tokens += counted.prompt
+        self.cached_tokens += counted.cached
+        self.completion_tokens += counted.completion
+
+    @classmethod
+    def of_events(cls, events: Iterable[Mapping[str, Any]]) -> Totals:
+        """The totals of the `model_call` events among `events`."""
+        totals = cls()
+        for _, counted in model_calls(events):
+            totals.count(counted)
+        return totals
 
 
-def count_into(totals: Any, counted: Counted) -> None:
-    """Add one call's tokens, cost and unknowns to `totals` (`Totals` here, `accounting.Meter`)."""
-    totals.tokens += counted.tokens
-    totals.cost_usd += counted.cost_usd
-    totals.unknown_usage_calls += not counted.usage_known
-    totals.unknown_cost_calls += not counted.usage_known and not counted.cost_known
-    totals.unpriced_calls += counted.usage_known and not counted.cost_known
+def model_calls(events: Iterable[Mapping[str, Any]]) -> Iterable[tuple[Mapping[str, Any], Counted]]:
+    """Each `model_call` event with what it adds (a damaged `data` adds a call of unknown usage)."""
+    for event in events:
+        if event.get("type") == "model_call":
+            data = event.get("data")
+            yield event, Counted.from_event(data if isinstance(data, Mapping) else {})

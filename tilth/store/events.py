@@ -1,26 +1,60 @@
-"""events.jsonl: the session's machine-readable journal, `{ts, type, task, iter, data}`.
+"""events.jsonl: the session's machine-readable journal, `{ts, type, task, iter, data}`, and the
+one registry of its event types and their data fields.
 
-Each module that emits events documents its types with `document({...})` next to the code
-that writes them; `EventLog.emit` refuses an undocumented type so the list stays true.
+Each module that emits events registers its types with `document({type: (meaning, fields)})` next
+to the code that writes them (`fields`: the names of its `data` fields, separated by spaces);
+`EventLog.emit` refuses an unregistered type, and `tests/test_event_registry.py` fails for a type
+emitted anywhere in the source but not registered, or a data field emitted but not declared.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
 
-DOCUMENTED: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class EventType:
+    """One registered event type: what it means and the fields its `data` may hold."""
+
+    meaning: str
+    fields: tuple[str, ...]
+    """In the order declared."""
+
+
+DOCUMENTED: dict[str, EventType] = {}
+"""Every registered event type, by name: the registry (`document` fills it, module by module)."""
+COMMON_FIELDS: frozenset[str] = frozenset()
+"""Data fields any event type may carry besides its own (none yet)."""
 UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run", "agent_step"}
 """Per-call bookkeeping, a dozen lines or more per iteration: written and flushed but not
 fsynced on their own (`jsonio.append_line`); the next event of any other type takes them to
 disk. Outcomes, verdicts and every `model_call` (spend) are fsynced as they are written."""
 
 
-def document(types: dict[str, str]) -> None:
-    DOCUMENTED.update(types)
+Declared = str | tuple[str, str]
+"""`(meaning, "field other_field ...")`; a bare meaning declares a type whose `data` is empty."""
+
+
+def document(types: Mapping[str, Declared]) -> None:
+    """Register event types: `{"task_done": ("a task's commit is on the branch; data: sha", "sha")}`.
+    Plain data, so a module below store/ (`core/notify_send.EVENTS`) can declare its own."""
+    for name, declared in types.items():
+        meaning, fields = (declared, "") if isinstance(declared, str) else declared
+        if not isinstance(meaning, str) or not isinstance(fields, str):
+            raise TypeError(f"event type {name!r}: declare it as (meaning, \"field field ...\"), two strings")
+        DOCUMENTED[name] = EventType(meaning, tuple(fields.split()))
+
+
+def fields_of(kind: str) -> frozenset[str]:
+    """The data fields a registered type may carry (its own and `COMMON_FIELDS`)."""
+    return frozenset(DOCUMENTED[kind].fields) | COMMON_FIELDS
 
 
 class AppendHook(Protocol):

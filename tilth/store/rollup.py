@@ -41,7 +41,7 @@ from tilth.store.events import EventLog, is_event
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.strict import dict_of, number_or_none, strict_record
 
-VERSION = 2
+VERSION = 3
 FILE_NAME = "summary.json"
 EDGE_BYTES = 256
 READ_BYTES = 8 << 20
@@ -64,7 +64,9 @@ STATES = {"session_created": "created", "session_queued": "queued", "session_sta
 
 
 @dataclass
-class TaskRoll:
+class TaskRoll(Totals):
+    """A task's facts; its tokens and cost are `Totals` of its model calls."""
+
     status: str = "pending"
     """As events tell it: in_progress, done, failed, requeued, or a status set by reconciliation."""
     iteration: int | None = None
@@ -75,18 +77,9 @@ class TaskRoll:
     concern: str | None = None
     """Whitespace-flattened, at most CONCERN_CHARS."""
     sha: str | None = None
-    tokens: int = 0
-    cost_usd: float = 0.0
-    model_calls: int = 0
     evaluator_calls: int = 0
     wall_s: float = 0.0
     """Running time while it was the current task, spans closed so far."""
-    prompt_tokens: int = 0
-    """Input tokens of its model calls, cached ones included (its receipt; VERSION 2)."""
-    cached_tokens: int = 0
-    completion_tokens: int = 0
-    unknown_usage_calls: int = 0
-    """Calls whose usage was missing or unusable: its tokens and cost are lower bounds."""
 
 
 @dataclass
@@ -199,16 +192,10 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         r.iteration = it
     if kind == "model_call":
         counted = Counted.from_event(data)
-        r.totals.add(counted)
+        r.totals.count(counted)
         if t is not None:
-            t.tokens += counted.tokens
-            t.cost_usd += counted.cost_usd
-            t.model_calls += 1
+            t.count(counted)
             t.evaluator_calls += str(data.get("role") or "") == "evaluator"
-            t.prompt_tokens += counted.prompt
-            t.cached_tokens += counted.cached
-            t.completion_tokens += counted.completion
-            t.unknown_usage_calls += not counted.usage_known
     elif t is not None and kind == "verdict":
         concern = data.get("concern")
         t.attempts, t.verdict, t.category = it, _text(data.get("verdict", "")), _text(data.get("category"))

@@ -1,8 +1,9 @@
-"""session.json: one session's identity and lifecycle state.
+"""session.json: one session's identity and lifecycle state, validated and written.
 
-`SessionRecord` defines the format, and every write goes through it. The read-only views read it
-with `store/session_peek.py` (no pydantic); `SessionState` and `effective_state`, shared by both,
-are `store/session_state.py`'s.
+`SessionRecord` (`store/session_record.py`) defines the format once; this module validates it
+with pydantic (a `TypeAdapter` of that dataclass, so a damaged file is named in one line) and
+makes every write. The read-only views read the same class without pydantic
+(`store/session_peek.py`); `SessionState` and `effective_state` are `store/session_state.py`'s.
 """
 
 from __future__ import annotations
@@ -10,78 +11,30 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from tilth.core.clock import iso
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_json
+from tilth.store.session_record import BackendChoice, SessionRecord
 from tilth.store.session_state import SessionState, effective_state
 
 __all__ = ["BackendChoice", "SessionRecord", "SessionState", "effective_state", "load_session", "pause",
-           "refuse_archived", "save_session", "set_state"]
+           "record_json", "refuse_archived", "save_session", "set_state"]
+
+_ADAPTER: TypeAdapter[SessionRecord] = TypeAdapter(SessionRecord)
 
 
-class BackendChoice(BaseModel):
-    """Which agent backend the session runs with."""
-
-    name: str
-    """Short backend name: `scripted` (tests and offline demo only) or a real model backend."""
-    scenario: str | None = None
-    """For `scripted`: the scenario file copied into the session dir."""
-
-
-class SessionRecord(BaseModel):
-    id: str
-    repo: str
-    """Absolute path of the user's repository."""
-    base_commit: str
-    """Full sha the session branch started from."""
-    branch: str
-    """`session/<id>`, never the user's current branch."""
-    worktree: str
-    """Absolute path of the git worktree (outside the session dir)."""
-    state: SessionState = SessionState.queued
-    reason: str | None = None
-    """Why the last run ended `stopped`, `crashed` or `failed`, or why it is `paused` (`usage limit:
-    <the agent's words>`); one line, cleared when a run starts."""
-    backend: BackendChoice
-    created: str
-    updated: str
-    sandbox: str | None = None
-    """The confinement in force for the last run: `bwrap` or `off` (unconfined)."""
-    checks: list[str] = []
-    """Commands run in the worktree before each evaluation (`tilth start --check`)."""
-    settings: dict[str, Any] = {}
-    """The non-secret settings resolved by `tilth start` (or the last `tilth resume`) in the user's
-    shell: every run uses these, whatever the environment of the process running it."""
-    keys: list[str] = []
-    """Which key settings (`api_key`, `evaluator_api_key`) the session was started with, by name
-    only: a runner without one of them stops with a line saying where to set it."""
-    pid: int | None = None
-    """The process that last ran the session; liveness is judged by the session lock, not this."""
-    supervised: bool = False
-    """Handed to the supervisor (`tilth start` without --foreground, `tilth resume`): only such
-    sessions are taken from the queue, so a foreground session is never run twice."""
-    start_at: str | None = None
-    """`tilth start --at`: the supervisor starts the queued session no earlier than this (UTC)."""
-    resume_requested: bool = False
-    """`tilth resume` queued it: the supervisor runs it as a resume (soft-unwinds a FAILED
-    placeholder at HEAD) and clears this just before it spawns the runner."""
-    auto_resumes: int = 0
-    """Times in a row the supervisor resumed this session by itself after its runner crashed;
-    back to 0 when a run ends a task or a person resumes or starts it (`auto_resume_attempts`)."""
-    auto_resume_at: str | None = None
-    """The crashed session will be resumed by the supervisor at this time (UTC, ms); None when it
-    will not be (not supervised, auto-resume off or given up, or not crashed)."""
-    paused_until: str | None = None
-    """The paused session may run again from this time (UTC, ISO-8601), when the agent's usage
-    limit lifts; None in every other state (every state write clears it)."""
+def record_json(record: SessionRecord) -> dict[str, Any]:
+    """The record as session.json holds it."""
+    data: dict[str, Any] = _ADAPTER.dump_python(record, mode="json")
+    return data
 
 
 def load_session(paths: SessionPaths) -> SessionRecord:
     try:
-        return SessionRecord.model_validate(orjson.loads(paths.session_json.read_bytes()))
+        return _ADAPTER.validate_python(orjson.loads(paths.session_json.read_bytes()))
     except FileNotFoundError:
         raise BadInput(f"no session {paths.id!r} under {paths.home}; see `tilth status`") from None
     except (orjson.JSONDecodeError, ValidationError) as exc:
@@ -92,7 +45,7 @@ def save_session(paths: SessionPaths, record: SessionRecord) -> None:
     record.updated = iso()
     if record.state != SessionState.paused:
         record.paused_until = None  # a pause's end never outlives the pause
-    write_json(paths.session_json, record.model_dump(mode="json"))
+    write_json(paths.session_json, record_json(record))
 
 
 def set_state(paths: SessionPaths, state: SessionState, pid: int | None = None,

@@ -31,7 +31,7 @@ class SessionState(StrEnum):
 
 
 class HasState(Protocol):
-    """`session.SessionRecord` or `session_peek.SessionView`."""
+    """`session_record.SessionRecord` (or any record with a state)."""
 
     state: SessionState
 

@@ -39,7 +39,8 @@ def number_or_none(v: Any) -> float | int | None:
 def strict_record(cls: type, nested: dict[str, Callable[[Any], Any]] | None = None) -> Callable[[Any], Any]:
     """The reader of one dataclass: each scalar field checked by its annotation, each other field
     by its reader in `nested`. A field that is neither fails here, when the reader is built, so a
-    new field cannot go unchecked. Missing fields default; unknown ones are ignored."""
+    new field cannot go unchecked. Missing fields default (a required one missing is `Odd`);
+    unknown ones are ignored."""
     nested = nested or {}
     fields = dataclasses.fields(cls)
     scalars = {f.name: SCALARS[f.type] for f in fields if f.type in SCALARS}
@@ -55,11 +56,12 @@ def strict_record(cls: type, nested: dict[str, Callable[[Any], Any]] | None = No
             allowed = scalars.get(name)
             if allowed is not None and type(value) not in allowed:
                 raise Odd
-        if v.keys() <= names and not nested:
-            return cls(**v)
-        kept = {k: x for k, x in v.items() if k in names}
+        kept = v if v.keys() <= names and not nested else {k: x for k, x in v.items() if k in names}
         for name, check in nested.items():
             if name in kept:
                 kept[name] = check(kept[name])
-        return cls(**kept)
+        try:
+            return cls(**kept)
+        except TypeError:  # a required field is missing
+            raise Odd from None
     return read

@@ -18,7 +18,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from tilth.core.clock import parse_utc
 from tilth.core.errors import BadInput
@@ -43,7 +42,10 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     m = RELATIVE.match(text or "")
     if m:
-        return now - timedelta(**{UNITS[m[2]]: int(m[1])})
+        try:
+            return now - timedelta(**{UNITS[m[2]]: int(m[1])})
+        except OverflowError:  # further back than datetime reaches (year 1)
+            raise BadInput(f"--since {text!r} reaches back before the year 1; give a shorter span") from None
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -84,22 +86,13 @@ class SessionDigest:
     unpriced_calls: int = 0
 
 
-def _updated(path: Path) -> str | None:
-    try:
-        raw = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    value = raw.get("updated") if isinstance(raw, dict) else None
-    return value if isinstance(value, str) else None
-
-
 def session_digest(home: Path, session_id: str, since: datetime, entries: list[Entry],
                    now: datetime) -> SessionDigest | None:
     """The session's digest, or None when nothing touched it since `since`."""
     paths = session_paths(session_id, home)
     view = peek_session(paths)
     roll = load_rollup(paths.events, paths.rollup)
-    times = [t for t in (parse_utc(_updated(paths.session_json)), parse_utc(roll.clock.last_ts)) if t is not None]
+    times = [t for t in (parse_utc(view.updated), parse_utc(roll.clock.last_ts)) if t is not None]
     touched = max(times) if times else None
     if touched is None or touched < since:
         return None

@@ -38,6 +38,8 @@ EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped
 """Any other state past queued/running (an archived session) ends the wait with 0."""
 EXIT_TIMEOUT = 4
 RECHECK_MS = 500
+PROGRESS_S = 30.0
+"""`tilth wait` says it is still waiting (and for what) this often."""
 
 
 def settled(paths: SessionPaths) -> SessionState | None:
@@ -68,9 +70,13 @@ def _changes(dirs: Iterable[Path], names: tuple[str, ...]):
                  yield_on_timeout=True)
 
 
-def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callable[[str], None]) -> int:
-    """Block until every session has settled: the worst exit code (3 > 1 > 0), or 4 on timeout."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callable[[str], None],
+             progress: Callable[[str], None] | None = None, every: float = PROGRESS_S) -> int:
+    """Block until every session has settled: the worst exit code (5 > 3 > 1 > 0), or 4 on timeout.
+    `progress` is told every `every` seconds which sessions are still awaited, in what state."""
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    next_progress = started + every
     waiting = {paths.id: paths for paths in sessions}
     codes = [0]
 
@@ -88,10 +94,15 @@ def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callab
     for _ in _changes([p.dir for p in sessions], ("session.json", "session.lock")):
         if check():
             return max(codes)
-        if deadline is not None and time.monotonic() >= deadline:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
             states = ", ".join(f"{sid} {_waiting_state(p)}" for sid, p in waiting.items())
             report(f"timed out after {timeout:g}s; still waiting for: {states}")
             return EXIT_TIMEOUT
+        if progress is not None and now >= next_progress:
+            next_progress = now + every
+            states = ", ".join(f"{sid} {_waiting_state(p)}" for sid, p in waiting.items())
+            progress(f"still waiting after {now - started:.0f}s: {states}")
     return max(codes)
 
 

@@ -246,7 +246,24 @@ class Readable:
             self.refusals = []
         elif not data.get("ok"):
             line += " -> error"
+        elif (status := _command_status(data)) is not None:
+            line += f" -> {status}"
         return line
+
+
+EXIT_FOOTER = re.compile(r"\[exit code (-?\d+)\]\s*$")
+"""A bash result's last line (agents/tools/shell.bash_text), for journals written before `exit_code` was recorded."""
+
+
+def _command_status(data: dict[str, Any]) -> str | None:
+    """`exit 0`, `exit 2`, `stopped (timeout)` for a bash call that ran; None for other tools."""
+    if data.get("stopped"):
+        return f"stopped ({data['stopped']})"
+    if isinstance(data.get("exit_code"), int):
+        return f"exit {data['exit_code']}"
+    if data.get("name") == "bash" and (found := EXIT_FOOTER.search(str(data.get("result") or ""))):
+        return f"exit {found[1]}"
+    return None
 
 
 def _is_pre_tool(event: dict[str, Any]) -> bool:

@@ -24,7 +24,8 @@ from tilth.store.lock import read_holder
 from tilth.store.prd_peek import TaskLine, peek_plan
 from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
 from tilth.store.rollup import Rollup, load_rollup
-from tilth.store.session_peek import SessionView, peek_session
+from tilth.store.session_peek import peek_session
+from tilth.store.session_record import SessionRecord
 from tilth.store.session_state import SessionState, effective_state
 from tilth.views.figures import dollars, money, spend, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
@@ -94,7 +95,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "branch": record.branch,
         "worktree": record.worktree,
         "repo": record.repo,
-        "backend": record.backend,
+        "backend": record.backend.name,
         "sandbox": record.sandbox,
         "created": record.created,
         "tasks": tasks,
@@ -184,7 +185,7 @@ def questions(paths: SessionPaths, parked: list[str]) -> list[dict[str, Any]]:
             for task_id, asked in open_asks(paths, parked)]
 
 
-def _reason(record: SessionView, state: str) -> str | None:
+def _reason(record: SessionRecord, state: str) -> str | None:
     """A runner killed outright (kill -9, power loss) never wrote why; say what is known. An
     archived session's reason says where its work went (`tilth cleanse`), a paused one's which limit
     it hit."""

@@ -5,7 +5,7 @@ Outcomes come from the branch first (git is the source of truth), then prd.json;
 iterations, rejections and the last verdict from the ledger (labelled by
 `report.verdict_label`: an accept never shows a category); checks on the last attempt from
 `checks_run` events; tokens and cost from `model_call` events,
-read by `accounting.Meter` (calls with unknown usage make both totals lower bounds, shown as
+summed by `store/calls.Totals` (calls with unknown usage make both totals lower bounds, shown as
 `1,234+ (3 calls with unknown usage)` and `≥ $0.0123`); a failure's reason from the FAILED
 placeholder's `Tilth-Reason`, else its progress line. Wall time is running time only: the
 sum of each run's span, `session_started` to its `session_end` (or, for a run that was killed,
@@ -21,7 +21,6 @@ from typing import Any
 
 import pygit2
 
-from tilth.agents.accounting import Meter
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits
 from tilth.git.gitops import open_worktree
@@ -29,7 +28,7 @@ from tilth.git.worktree_git import session_git_dir
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.baseline import Baseline, load_baseline
-from tilth.store.calls import Counted
+from tilth.store.calls import Totals
 from tilth.store.ledger import Verdict, VerifyResult, read_entries
 from tilth.store.prd import Criterion, blocked_by, load_plan
 from tilth.store.prd_rules import blocked_label
@@ -307,9 +306,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
-        own = [e for e in calls if e.get("task") == task_id]
-        mine = Meter.from_events(own)
-        counted = [Counted.from_event(e["data"]) for e in own if isinstance(e.get("data"), dict)]
+        mine = Totals.of_events(e for e in calls if e.get("task") == task_id)
         reason = code = ""
         if outcome == "failed":
             code = (commit.reason if commit else "") or reasons.get(task_id) or ""
@@ -319,8 +316,8 @@ def tally(paths: SessionPaths) -> SessionTally:
             id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict, last_words=words,
             tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, reason_code=code, rejections=rejections, checks=checks,
             commit=commit.sha[:7] if commit else "", depends_on=depends_on,
-            prompt_tokens=sum(c.prompt for c in counted), cached_tokens=sum(c.cached for c in counted),
-            completion_tokens=sum(c.completion for c in counted), cost_is_lower_bound=mine.unknown_usage_calls > 0,
+            prompt_tokens=mine.prompt_tokens, cached_tokens=mine.cached_tokens,
+            completion_tokens=mine.completion_tokens, cost_is_lower_bound=mine.unknown_usage_calls > 0,
             wall_s=rolled.tasks[task_id].wall_s if task_id in rolled.tasks else 0.0,
             criteria=_proofs(criteria.get(task_id, []), verifies,
                              baseline.verifies.get(task_id, []) if baseline is not None else []),
@@ -329,7 +326,7 @@ def tally(paths: SessionPaths) -> SessionTally:
     outcomes = {t.id: t.outcome for t in tasks}
     tasks = [replace(t, blocked_by=blocked[t.id], blocked=blocked_label(blocked[t.id], outcomes)) if t.id in blocked
              else t for t in tasks]
-    total = Meter.from_events(calls)
+    total = Totals.of_events(calls)
     review = next((e for e in reversed(events) if e.get("type") == "final_review"), None)
     return SessionTally(
         id=record.id, state=record.state.value, branch=record.branch, base_commit=record.base_commit,

@@ -23,9 +23,9 @@ from tilth.store.events import EventLog, document
 
 document(
     {
-        "model_attempt": "one HTTP attempt at a model call; data: role, model, attempt, outcome "
-                         "(ok|rate_limited|server_error|timeout|connection_error|empty_reply|bad_response|"
-                         "client_error), status, wait_s",
+        "model_attempt": ("one HTTP attempt at a model call; data: role, model, attempt, outcome "
+                          "(ok|rate_limited|server_error|timeout|connection_error|empty_reply|bad_response|"
+                          "client_error), status, wait_s", "role model attempt outcome status wait_s"),
     }
 )
 

@@ -36,11 +36,14 @@ from tilth.store.learnings import parse_proposals
 from tilth.store.ledger import Case, Question, Verdict
 
 document({
-    "agent_run": "a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
-                 "duration_ms, stdout_bytes, stderr_bytes, case or verdict (parsed|built|none), session (the agent's "
-                 "own session id), error, limit (a usage limit it hit), log",
-    "agent_step": "one thing a CLI agent did while it ran; data: role, agent, kind (message|tool_use|tool_result|"
-                  "command|file_change|error|retry|init), name, text (cut short; the whole stream is under agents/)",
+    "agent_run": ("a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
+                  "duration_ms, stdout_bytes, stderr_bytes, case, verdict or answer (parsed|built|none), session (the "
+                  "agent's own session id), error, limit (a usage limit it hit), log",
+                  "role agent command exit_code stopped duration_ms stdout_bytes stderr_bytes case verdict answer session "
+                  "error limit log"),
+    "agent_step": ("one thing a CLI agent did while it ran; data: role, agent, kind (message|tool_use|tool_result|"
+                   "command|file_change|error|retry|init), name, text (cut short; the whole stream is under agents/)",
+                   "role agent kind name text"),
 })
 
 Answer = TypeVar("Answer")
@@ -102,11 +105,11 @@ class CliAgent:
         text = report.final_text if report.final_text is not None else (done.stdout if spec.reader is None else "")
         failure = self._failure(report, done)
         answer = parse(text) if failure is None and report.limit is None else None
-        kind = "case" if role == "worker" else "verdict" if role == "evaluator" else "answer"
         at.events.emit("agent_run", at.task_id, at.iteration, role=role, agent=self.name, command=spec.argv[0],
                        exit_code=done.exit_code, stopped=done.stopped, duration_ms=done.duration_ms,
                        stdout_bytes=done.stdout_bytes, stderr_bytes=len(done.stderr),
-                       **{kind: "parsed" if answer is not None else "none" if failure or report.limit else "built"},
+                       **{"case" if role == "worker" else "verdict" if role == "evaluator" else "answer":
+                          "parsed" if answer is not None else "none" if failure or report.limit else "built"},
                        session=report.session_id, error=report.error, log=f"agents/{stem}.stdout",
                        limit=None if report.limit is None else {
                            "message": report.limit.message,

@@ -12,6 +12,7 @@ Terminal I/O and files are the command's (`cli/cmd_prep.py`).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -173,6 +174,8 @@ class Interview:
     max_steps: int = 40
     progress: Callable[[str], None] | None = None
     """Told one line per repository tool call (what the model is reading)."""
+    waiting: Callable[[str], AbstractContextManager[None]] | None = None
+    """Wrapped around each model call and told what is awaited: the person's sign of life while the model thinks."""
     review: Callable[[list[dict[str, Any]]], list[str]] | None = None
     """Warnings about a valid plan (vague criteria, tasks too large): sent back once, so the model
     may improve the plan or submit it again unchanged to keep it."""
@@ -206,7 +209,9 @@ class Interview:
         refusals: list[ToolError] = []
 
         def ask(step: int) -> ModelReply:
-            reply = chat.complete(messages, PREP_TOOLS, None, step + 1)
+            awaited = f"waiting on {self.model}, call {self.model_calls + 1}"
+            with self.waiting(awaited) if self.waiting is not None else nullcontext():
+                reply = chat.complete(messages, PREP_TOOLS, None, step + 1)
             self.model_calls += 1
             return reply
 

@@ -35,7 +35,8 @@ LABEL = "scripted (test/demo backend: replays a scenario file, no model is calle
 
 document(
     {
-        "scripted_step": "the scripted worker applied a scenario step: files written/deleted, commands run",
+        "scripted_step": ("the scripted worker applied a scenario step: files written/deleted, commands run",
+                          "written deleted commands exit_codes"),
     }
 )
 

@@ -22,10 +22,12 @@ from tilth.store.kb import KnowledgeBase
 from tilth.store.redaction import redact_text
 from tilth.store.script_runs import DEFAULT_KEEP
 
-document({"tool_call": "the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
-                       "first RESULT_CHARS), thought (the model's text with the call, cut short; first call of a "
-                       "reply only), run_id (a bash call's script artifact, `runs/run-<run_id>/`, when one was "
-                       "written)"})
+document({"tool_call": ("the agent called a tool; data: role, name, ok, args (truncated), result_chars, result (its "
+                        "first RESULT_CHARS), thought (the model's text with the call, cut short; first call of a "
+                        "reply only), run_id (a bash call's script artifact, `runs/run-<run_id>/`, when one was "
+                        "written), exit_code and stopped (a bash call that ran: its exit code, and why it was "
+                        "stopped: timeout, too much output, else null)",
+                        "role name ok args result_chars result thought run_id exit_code stopped")})
 RESULT_CHARS = 2000
 
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
@@ -49,6 +51,7 @@ class Toolbox:
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
         self.hooks, self.runs, self.keep_runs = hooks, runs, keep_runs
         self.last_run_id: str | None = None
+        self.last_exit: tuple[int | None, str | None] | None = None
         self.handlers: dict[str, Callable[..., str]] = {
             "read_file": self.workspace.read_file,
             "list_files": self.workspace.list_files,
@@ -65,10 +68,11 @@ class Toolbox:
         result = run_command(command, self.root, timeout=limit, env=self.sandbox.env, wrapper=self.sandbox.wrapper,
                              runs=self.runs, keep_runs=self.keep_runs, max_processes=self.sandbox.max_processes)
         self.last_run_id = result.run_id
+        self.last_exit = (result.exit_code, result.stopped)
         return bash_text(result, limit)
 
     def run(self, call: ToolCall, task_id: str, iteration: int, thought: str | None = None) -> str:
-        ok, self.last_run_id = False, None
+        ok, self.last_run_id, self.last_exit = False, None, None
         try:
             handler = self.handlers.get(call.name)
             if handler is None:
@@ -87,5 +91,5 @@ class Toolbox:
         self.events.emit("tool_call", task_id, iteration, role=self.role, name=call.name, ok=ok,
                          args=call.arguments[:500], result_chars=len(result), result=result[:RESULT_CHARS],
                          thought=thought[:RESULT_CHARS] if thought else None,
-                         **({"run_id": self.last_run_id} if self.last_run_id else {}))
+                         **({"run_id": self.last_run_id} if self.last_run_id else {}), **({"exit_code": self.last_exit[0], "stopped": self.last_exit[1]} if self.last_exit else {}))
         return result
