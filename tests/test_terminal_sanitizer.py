@@ -72,3 +72,31 @@ def test_no_command_prints_a_raw_escape_from_a_plan_or_a_model(sandbox):
             "plan check"} <= shown, f"the escaped text is still shown to read: {sorted(shown)}"
     assert json.loads(sandbox.tilth("status", "--json").stdout)[0]["tasks"][0]["title"] == f"Greet {HOSTILE}", \
         "--json keeps the text exactly (JSON escapes it)"
+
+
+def test_the_spinner_keeps_its_own_controls_under_the_guard_and_cleans_what_it_names(monkeypatch):
+    import io
+    import sys
+    import threading
+
+    from tilth.cli.liveness import CLEAR, waiting
+    from tilth.core.terminal import Guarded
+
+    class Terminal(io.StringIO):
+        spun = threading.Event()
+
+        def isatty(self):
+            return True
+
+        def write(self, text):
+            if text.count("\r") and self.getvalue().count("\r") >= 1:
+                self.spun.set()
+            return super().write(text)
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", Guarded(terminal))
+    with waiting(f"waiting on {HOSTILE}", line_to=io.StringIO()):
+        assert terminal.spun.wait(10), terminal.getvalue()
+    shown = terminal.getvalue()
+    assert shown.startswith(f"\r| waiting on {SHOWN} 0s\r") and shown.endswith(CLEAR), shown
+    assert not raw_controls(shown.replace("\r", "").replace(CLEAR[1:], ""))
