@@ -190,7 +190,8 @@ def test_a_failed_line_in_the_logs_says_why_in_words():
     (lambda: dollars(0.001), "$0.001"), (lambda: dollars(5), "$5.00"), (lambda: dollars(0.0005), "$0.0005"),
     (lambda: spend(0.0, False, 3), "unknown (3 model calls without a price)"),
     (lambda: spend(0.5, False, 1), "≥ $0.5000 (1 model call without a price)"),
-    (lambda: spend(0.0, False, 2, brief=True), "unknown"),
+    (lambda: spend(0.0, False, 2, brief=True), "unknown"), (lambda: spend(0.0, True), "unknown"),
+    (lambda: spend(0.0), "$0.0000"),
     (lambda: plural(1, "model call"), "1 model call"), (lambda: plural(2, "attempt"), "2 attempts"),
     (lambda: task_failure(1, "weak_test", "no\ntest"), 'failed after 1 attempt: the evaluator found the tests too '
                                                         'weak: "no test"'),

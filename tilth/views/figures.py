@@ -23,10 +23,10 @@ def dollars(usd: float) -> str:
 
 
 def spend(usd: float, lower_bound: bool = False, unpriced_calls: int = 0, places: int = 4, brief: bool = False) -> str:
-    """What was spent: `money`, or `unknown` when nothing priced was counted yet some calls had no
-    price (never `$0`), with how many calls went uncounted (not said when `brief`, for a table cell)."""
+    """What was spent: `money`, or `unknown` when nothing was counted yet some calls had no price or
+    no usage at all (never `$0`), with how many calls went uncounted (not said when `brief`, for a table cell)."""
     unpriced = f" ({plural(unpriced_calls, 'model call')} without a price)" if unpriced_calls and not brief else ""
-    if unpriced_calls and usd == 0:
+    if (unpriced_calls or lower_bound) and usd == 0:
         return "unknown" + unpriced
     return money(usd, lower_bound or bool(unpriced_calls), places) + unpriced
 
