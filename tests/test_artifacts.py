@@ -180,7 +180,7 @@ def test_digest_names_sessions_counts_spend_heads_and_what_needs_you(sandbox):
     assert f"session/ok1 at {heads['ok1']}" in out and f"session/bad1 at {heads['bad1']}" in out
     assert "spend $0.0000" in out
     needs = out.split("needs you:")[1]
-    assert "bad1: task T-1 failed (Task T-1): not finished yet" in needs
+    assert "bad1: task T-1 (Task T-1) failed after 1 attempt: " in needs and '"not finished yet"' in needs
     assert "bad1: session failed: task T-1 failed (`tilth resume bad1`)" in needs and "ok1" not in needs
 
     data = json.loads(sandbox.tilth("digest", "--json").stdout)
@@ -189,7 +189,7 @@ def test_digest_names_sessions_counts_spend_heads_and_what_needs_you(sandbox):
     assert set(by_id) == {"ok1", "bad1"}
     assert set(by_id["ok1"]) == {"id", "state", "reason", "touched", "branch", "head", "tasks", "done", "failed",
                                  "pending", "done_in_window", "failed_in_window", "cost_usd",
-                                 "cost_is_lower_bound", "tokens", "running_s", "needs"}
+                                 "cost_is_lower_bound", "tokens", "running_s", "needs", "unpriced_calls"}
     assert by_id["ok1"]["done_in_window"] == ["T-1", "T-2"] and by_id["ok1"]["head"] == heads["ok1"]
     assert by_id["bad1"]["failed_in_window"] == ["T-1"] and by_id["bad1"]["state"] == "failed"
     assert len(data["memory"]) == 3 and data["needs_you"][0].startswith("bad1: ")

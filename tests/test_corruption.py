@@ -123,7 +123,7 @@ def test_torn_lines_in_the_middle_of_every_journal_are_skipped(sandbox):
 
     resumed = sandbox.tilth("resume", "s1", "--foreground")
     assert resumed.returncode == 0, resumed.stderr
-    assert "Iterations: 4" in resumed.stdout, "both ledger entries of T-1 are still read"
+    assert "Attempts:   4" in resumed.stdout, "both ledger entries of T-1 are still read"
     events = [json.loads(line) for line in (session / "events.jsonl").read_bytes().splitlines()
               if line.startswith(b'{"ts"') and line.endswith(b"}")]
     assert len(events) > events_before

@@ -69,7 +69,7 @@ def test_a_stopped_session_says_why_in_status_report_and_pr_body(sandbox):
     report = (sandbox.session_dir("s1") / "report.md").read_text()
     assert report.splitlines()[0] == f"Session s1: stopped ({record['reason']})"
     body = pr_body(tally(session_paths("s1", sandbox.home)))
-    assert "**The session ended stopped:** the worker model (worker) call failed" in body
+    assert "**Session s1: stopped (the worker model (worker) call failed" in body
 
 
 @pytest.mark.slow

@@ -132,7 +132,8 @@ def test_a_failed_task_is_told_while_the_session_goes_on(sandbox, receiver):
 
     failed, ended = receiver.wait(2)
     assert failed["title"] == "tilth: task T-1 failed in s1" and failed["type"] == "failure"
-    assert "Task T-1 (Task T-1) failed: iterations_exhausted" in failed["message"]
+    assert ('Task T-1 (Task T-1) failed after 1 attempt: the evaluator found the tests too weak: "no test covers it"'
+            in failed["message"]), "the reason in words, with the evaluator's concern"
     assert "Session s1 goes on: 0/2 tasks done, 1 failed, 1 left" in failed["message"]
     assert "tilth resume s1" in failed["message"]
     assert ended["title"] == "tilth: session s1 failed (1/2 tasks)" and ended["type"] == "failure"

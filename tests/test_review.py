@@ -156,10 +156,13 @@ def test_pr_pushes_and_calls_gh_with_the_failed_task_first(sandbox, origin, gh):
     top, table = body.split("| task |", 1)
     assert top.startswith("**1 task failed.**")
     assert "`tilth resume s1`" in top
-    assert "- **T-2** Hard one: iterations_exhausted after 2 attempts; last verdict weak_test" in top
-    assert "| T-1 | Add greeting | done | 1 | accept | 100 | $0.0010 |" in table
-    assert "| T-2 | Hard one | **failed** | 2 | reject (weak_test): no test covers it | 200 | $0.0030 |" in table
-    assert "**Totals:** 1/2 tasks done, 1 failed; 3 iterations; 300 tokens; $0.0040." in table
+    assert ('- **T-2** Hard one: failed after 2 attempts: the evaluator found the tests too weak: "no test covers it"'
+            in top)
+    assert "Tasks from tilth session `s1` on `session/s1`" in top and "2 commits: 1 task commit, 1 placeholder" in top
+    assert "| T-1 | Add greeting | done | 1 | accepted | 100 | $0.0010 |" in table
+    assert ('| T-2 | Hard one | **failed** | 2 | rejected: the evaluator found the tests too weak: "no test covers it" '
+            '| 200 | $0.0030 |') in table
+    assert "**Totals:** 1/2 tasks done, 1 failed; 3 attempts; 300 tokens; $0.0040." in table
 
     git(sandbox.repo, "checkout", "-q", "-b", "feature")
     second = sandbox.tilth("pr", "--web", env=env)
@@ -203,15 +206,15 @@ def test_remote_urls_map_to_compare_pages(url, expected):
 
 def test_pr_body_lists_unfinished_work_and_escapes_cells():
     tasks = [
-        TaskTally("T-1", "Pipe | in title", "done", 1, "accept", 1234, 0.5, ""),
-        TaskTally("T-2", "Later", "pending", 0, "", 0, 0.0, ""),
+        TaskTally("T-1", "Pipe | in title", "done", 1, "accept", "accepted", 1234, 0.5, ""),
+        TaskTally("T-2", "Later", "pending", 0, "", "", 0, 0.0, ""),
     ]
     facts = SessionTally("s9", "stopped", "session/s9", "a" * 40, "b" * 40, tasks, 1234, 0.5, 2, 10.0)
     body = pr_body(facts)
     assert pr_title(facts) == "tilth: 2 tasks from session s9"
     assert body.startswith("**Not finished yet:** T-2 (pending). Continue with `tilth resume s9`.")
     assert "failed.**" not in body
-    assert "| T-1 | Pipe \\| in title | done | 1 | accept | 1,234 | $0.5000 |" in body
+    assert "| T-1 | Pipe \\| in title | done | 1 | accepted | 1,234 | $0.5000 |" in body
     assert "| T-2 | Later | pending | 0 | - | 0 | $0.0000 |" in body
     assert "(2 model calls without a price)" in body
 
@@ -351,12 +354,13 @@ def test_build_report_for_one_done_and_one_failed_task(sandbox):
         "  0s\n"
         f"  T-2   failed   2         2 (weak_test, weak_test)  -                      {head}  180/0/20              $0.0030"
         "  0s\n"
-        "  FAILED T-2 Hard one: iterations_exhausted after 2 attempts; last verdict weak_test\n"
-        "Iterations: 3\n"
+        '  FAILED T-2 Hard one: failed after 2 attempts: the evaluator found the tests too weak: "no test covers it"\n'
+        "Attempts:   3\n"
         "Tokens:     300\n"
         "Cost:       $0.0040\n"
         "Wall time:  1m 05s\n"
         f"Git: {base} -> {head} on session/s1\n"
+        f"Commits:    2 commits: 1 task commit, 1 placeholder holding partial work: `{head}` FAILED (T-2)\n"
         "Next: tilth resume s1\n"
     )
     assert record_report(paths) == text

@@ -20,6 +20,7 @@ from tilth.store.jsonio import append_line
 from tilth.store.prompts import append_prompt, prompt_of
 from tilth.store.rollup import fingerprint, keep_rollup, load_rollup, read_saved, rebuild, save_rollup
 from tilth.views.readable import Readable, verdict_label
+from tilth.views.reasons import task_failure, verdict_words
 from tilth.views.status import activity
 from tilth.views.tally import running_seconds
 
@@ -43,7 +44,10 @@ def full_read(log) -> dict:
         if e["type"] == "verdict":
             d = e["data"]
             verdicts[e["task"]] = {"attempts": e["iter"], "last_verdict": verdict_label(
-                d.get("verdict", ""), d.get("category"), d.get("concern"), limit=100)}
+                d.get("verdict", ""), d.get("category"), d.get("concern"), limit=100),
+                "why": verdict_words(d.get("verdict"), d.get("category"), d.get("concern"), limit=100),
+                **({"failure": task_failure(e["iter"], d.get("category"), d.get("concern"), limit=100)}
+                   if d.get("verdict") == "reject" else {})}
     meter = Meter.from_events(events)
     return {"current_task": current, "iteration": iteration, "verdicts": verdicts, "tokens": meter.tokens,
             "cost_usd": round(meter.cost_usd, 6), "model_calls": meter.model_calls,
@@ -64,6 +68,8 @@ def assert_rolled_up(sandbox, session_id: str, saved_is_current: bool = True) ->
     assert Meter.from_rollup(again) == Meter.from_events(read_events(log))
     status = json.loads(sandbox.tilth("status", session_id, "--json").stdout)
     expected = full_read(log)
+    if status["state"] not in ("running", "paused", "crashed"):  # an ended session has no current task
+        expected.update(current_task=None, iteration=None)
     assert {k: status[k] for k in expected} == expected
     return status
 
@@ -91,7 +97,7 @@ def test_a_session_with_model_calls_rolls_up_like_a_full_read(sandbox, fake, mod
 
     status = assert_rolled_up(sandbox, "s1")
     assert status["tokens"] > 24 and status["unknown_usage_calls"] == 1 and status["cost_is_lower_bound"] is True
-    assert status["verdicts"]["T-1"] == {"attempts": 2, "last_verdict": "accept"}
+    assert status["verdicts"]["T-1"] == {"attempts": 2, "last_verdict": "accept", "why": "accepted"}
     assert status["caps"]["max_spend_usd"]["limit"] == 5 and status["caps"]["max_spend_usd"]["reached"] is False
     assert status["caps"]["max_spend_usd"]["value"] == status["cost_usd"] > 0
     saved = read_saved(sandbox.session_dir("s1") / "summary.json")
@@ -116,7 +122,7 @@ def test_kill_9_mid_task_a_torn_line_and_resume_keep_it_equal_to_a_rebuild(sandb
     assert read_saved(saved_at).log_offset < log.stat().st_size, "the worker's events came after the last save"
     status = assert_rolled_up(sandbox, "s1", saved_is_current=False)
     assert status["state"] == "crashed" and status["current_task"] == "T-2" and status["iteration"] == 1
-    assert status["verdicts"] == {"T-1": {"attempts": 2, "last_verdict": "accept"}}
+    assert status["verdicts"] == {"T-1": {"attempts": 2, "last_verdict": "accept", "why": "accepted"}}
     assert saved_at.read_bytes() == saved, "a reader never writes summary.json"
 
     with open(log, "ab") as f:
@@ -125,7 +131,7 @@ def test_kill_9_mid_task_a_torn_line_and_resume_keep_it_equal_to_a_rebuild(sandb
     resumed = sandbox.tilth("resume", "s1", "--foreground")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     status = assert_rolled_up(sandbox, "s1")
-    assert status["state"] == "done" and status["current_task"] == "T-3"
+    assert status["state"] == "done" and status["current_task"] is None, "an ended session has no current task"
     saved = read_saved(saved_at)
     assert [saved.tasks[t].status for t in ("T-1", "T-2", "T-3")] == ["done", "done", "done"]
     assert saved.clock.ran and saved.clock.open_since is None and saved.tasks["T-2"].wall_s > 0

@@ -178,10 +178,14 @@ def status_lines() -> list[str]:
     if not states and not lost:
         return []
     return ["dispatched sessions (broker):"] + [
-        f"  {i}  {s.get('state', '?'):<8} {s.get('progress', '?'):>5}  {s.get('current') or '-':<8} "
+        f"  {i}  {s.get('state', '?'):<8} {s.get('progress', '?'):>5}  {(s.get('current') if s.get('state') in LIVE else '') or '-':<8} "
         f"{s.get('worker') or '-'}" + (f"  {s['reason']}" if s.get("state") == "refused" else "")
         for i, s in states] + [
         f"  {i}  forgotten  on the remote, not in the broker: `tilth resume {i}` queues it again" for i in lost]
+
+
+LIVE = ("running", "paused", "crashed")
+"""The broker states in which a session has a current task; an ended one has none."""
 
 
 def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool, last: int | None = None) -> int:

@@ -182,6 +182,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     from tilth.cli.liveness import waiting
     from tilth.core.clock import iso, utc_now
     from tilth.core.config import load_settings
+    from tilth.views.figures import plural
     from tilth.git.gitops import open_source_repo
     from tilth.store.events import EventLog
     from tilth.store.home import tilth_home
@@ -241,7 +242,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     write_seed_meta(seed_meta_path(out), meta)
     write_atomic(record, transcript(goal, str(root), head, interview, started, ended, answerer.label, plan,
                                     None).encode())
-    print(f"\nplan: {out / 'prd.json'} ({len(plan.tasks)} task(s)); interview: {record}", flush=True)
+    print(f"\nplan: {out / 'prd.json'} ({plural(len(plan.tasks), 'task')}); interview: {record}", flush=True)
     if plan.open_questions or plan.blockers:
         print(f"open questions: {len(plan.open_questions)}, blockers: {len(plan.blockers)} "
               f"(in {seed_meta_path(out).name}; every worker sees them)", flush=True)

@@ -9,6 +9,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+from tilth.core.terminal import clean, unguarded
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from typing import Iterator, TextIO
@@ -23,7 +25,8 @@ CLEAR = "\r\x1b[K"
 def waiting(what: str, line_to: TextIO | None = None, terminal: TextIO | None = None) -> Iterator[None]:
     """While the body runs: a spinner `| what 12s` on `terminal` (default stderr) when it is a
     terminal, else the line `  (what ...)` once on `line_to` (default stdout)."""
-    spin_on = terminal if terminal is not None else sys.stderr
+    spin_on = unguarded(terminal if terminal is not None else sys.stderr)  # its `\r` and erase are its own
+    what = clean(what)
     if not spin_on.isatty():
         print(f"  ({what} ...)", file=line_to if line_to is not None else sys.stdout, flush=True)
         yield

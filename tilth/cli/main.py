@@ -16,6 +16,7 @@ from tilth.cli.backend_choice import backend_choice
 from tilth.cli.pick import ID_HELP, pick_session
 from tilth.cli.stderr import say
 from tilth.core.errors import BadInput, DiskFull, TilthError
+from tilth.core.terminal import guard_std_streams
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
@@ -300,6 +301,7 @@ class NoGitError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    guard_std_streams()  # nothing a model, plan, broker or file wrote reaches the terminal raw
     try:
         args = build_parser().parse_args(argv)
         code = args.handler(args)

@@ -18,6 +18,9 @@ from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.store.session import SessionRecord
 from tilth.views.proof import proof_lines
+from tilth.views.endreport import commit_count, headline
+from tilth.views.figures import plural, spend
+from tilth.views.reasons import task_outcome
 from tilth.views.tally import SessionTally, money, resume_command, tally, token_count
 
 PR_BODY = "pr.md"
@@ -116,13 +119,9 @@ def _cell(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def pr_title(t: SessionTally) -> str:
     failed = f" ({t.failed} failed)" if t.failed else ""
-    return f"tilth: {_plural(len(t.tasks), 'task')} from session {t.id}{failed}"
+    return f"tilth: {plural(len(t.tasks), 'task')} from session {t.id}{failed}"
 
 
 def pr_body(t: SessionTally) -> str:
@@ -132,41 +131,42 @@ def pr_body(t: SessionTally) -> str:
     parked = [task for task in t.tasks if task.outcome == "parked"]
     unfinished = [task for task in t.tasks if task.outcome not in ("done", "failed", "parked")]
     if failed:
-        lines.append(f"**{_plural(len(failed), 'task')} failed.** Each left a `FAILED (<task>)` placeholder commit "
+        lines.append(f"**{plural(len(failed), 'task')} failed.** {'Each' if len(failed) > 1 else 'It'} left a "
+                     "`FAILED (<task>)` placeholder commit "
                      f"holding its partial work; `{resume_command(t.id)}` unwinds it and retries from those edits.")
         lines.append("")
-        lines += [f"- **{task.id}** {_cell(task.title, 120)}: {_cell(task.reason, 300)}" for task in failed]
+        lines += [f"- **{task.id}** {_cell(task.title, 120)}: {_cell(task.reason, 500)}" for task in failed]
         lines.append("")
     if parked:
-        lines.append(f"**{_plural(len(parked), 'task')} waiting for an answer.** Each left a `PARKED (<task>)` "
+        lines.append(f"**{plural(len(parked), 'task')} waiting for an answer.** {'Each' if len(parked) > 1 else 'It'} "
+                     "left a `PARKED (<task>)` "
                      f"placeholder commit holding its partial work and the question; `tilth answer {t.id} <task> "
                      "\"...\"` lets it go on.")
         lines.append("")
         lines += [f"- **{task.id}** {_cell(task.title, 120)}" for task in parked]
         lines.append("")
     if unfinished:
-        names = ", ".join(f"{task.id} ({task.outcome})" for task in unfinished)
+        names = ", ".join(f"{task.id} ({task_outcome(task.outcome, t.state)})" for task in unfinished)
         lines.append(f"**Not finished yet:** {names}. Continue with `{resume_command(t.id)}`.")
         lines.append("")
     if t.reason:
-        lines.append(f"**The session ended {t.state}:** {_cell(t.reason, 300)}")
+        lines.append(f"**{_cell(headline(t), 400)}**")
         lines.append("")
-    base = t.base_commit[:7]
-    lines.append(f"Tasks from tilth session `{t.id}`, one commit per task on `{t.branch}` (base `{base}`).")
-    lines.append("")
-    lines.append("| task | title | outcome | iterations | last verdict | tokens | cost |")
+    lines += [f"Tasks from tilth session `{t.id}` on `{t.branch}` (base `{t.base_commit[:7]}`), "
+              f"{commit_count(t)}.", ""]
+    lines.append("| task | title | outcome | attempts | last verdict | tokens | cost |")
     lines.append("|---|---|---|---|---|---|---|")
     for task in t.tasks:
-        outcome = f"**{task.outcome}**" if task.outcome == "failed" else task.outcome
+        outcome = f"**{task.outcome}**" if task.outcome == "failed" else task_outcome(task.outcome, t.state)
         lines.append(f"| {task.id} | {_cell(task.title, 80)} | {outcome} | {task.iterations} | "
-                     f"{_cell(task.last_verdict) or '-'} | {task.tokens:,} | {money(task.cost_usd)} |")
+                     f"{_cell(task.last_words) or '-'} | {task.tokens:,} | "
+                     f"{money(task.cost_usd, task.cost_is_lower_bound)} |")
     lines.append("")
     if proof := proof_lines(t):
         lines += [*proof, ""]
-    unpriced = f" ({_plural(t.unpriced_calls, 'model call')} without a price)" if t.unpriced_calls else ""
     lines.append(f"**Totals:** {t.done}/{len(t.tasks)} tasks done, {t.failed} failed; "
-                 f"{_plural(t.iterations, 'iteration')}; {token_count(t.tokens, t.unknown_usage_calls, ' tokens')}; "
-                 f"{money(t.cost_usd, t.cost_is_lower_bound)}{unpriced}.")
+                 f"{plural(t.iterations, 'attempt')}; {token_count(t.tokens, t.unknown_usage_calls, ' tokens')}; "
+                 f"{spend(t.cost_usd, t.cost_is_lower_bound, t.unpriced_calls)}.")
     return "\n".join(lines) + "\n"
 
 

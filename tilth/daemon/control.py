@@ -88,7 +88,8 @@ def environment_differences(supervisor: dict) -> list[str]:
         elif name in own:
             why = "the supervisor uses its own value"
         else:
-            why = "a session runs with the settings recorded when it was started or resumed, so this shell's apply"
+            why = ("a session runs with the settings recorded when it was started or resumed, so this shell's value "
+                   "applies to the sessions it starts or resumes")
         lines.append(f"WARNING: {seen}: {why}")
     return lines
 

@@ -305,6 +305,7 @@ def attempt(run: Run, task: Task) -> tuple[str, LedgerEntry]:
         attempts += 1
         if entry.verdict.accepted or entry.verdict.parks:
             return ("done" if entry.verdict.accepted else "parked"), entry
+    run.stop.check()  # a stop during the last attempt may have spoiled it: the task is stopped, not failed
     return "failed", entry
 
 

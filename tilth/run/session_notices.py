@@ -18,7 +18,10 @@ from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.redaction import register_secret
 from tilth.views.asking import answer_command, question_lines
-from tilth.views.tally import SessionTally, duration, money, resume_command, tally
+from tilth.views.endreport import failed_lines, headline
+from tilth.views.figures import spend
+from tilth.views.reasons import session_end
+from tilth.views.tally import SessionTally, duration, resume_command, tally
 
 document(EVENTS)
 
@@ -61,8 +64,8 @@ class Notifier:
         elif kind == "task_failed" and self.continues and task_id:
             t = tally(self.paths)
             failed = next((task for task in t.tasks if task.id == task_id), None)
-            lines = [f"Task {task_id}" + (f" ({failed.title})" if failed else "") + " failed: "
-                     + ((failed.reason if failed else "") or data.get("reason") or "(no reason recorded)")]
+            why = failed.reason.removeprefix("failed ") if failed else "(no reason recorded)"
+            lines = [f"Task {task_id}" + (f" ({failed.title})" if failed else "") + f" failed {why}"]
             lines += [f"Session {sid} goes on: {_counts(t)}",
                       f"Next: once it ends, `{resume_command(sid)}` retries {task_id}"]
             self._send("task_failed", f"tilth: task {task_id} failed in {sid}", "\n".join(lines), "failure")
@@ -80,8 +83,11 @@ class Notifier:
             try:
                 t = tally(self.paths)
                 tasks, body = f" ({t.done}/{len(t.tasks)} tasks)", short_report(t, self.paths)
+                stop_words = t.reason if t.reason and t.reason.startswith("stopped ") else "stopped"
             except Exception as exc:  # the message still goes out, plainer
-                reason = f" ({data['reason']})" if data.get("reason") else ""
+                said = session_end(state, data.get("reason"), data.get("by"))
+                reason = f" ({said})" if said and said != state else ""
+                stop_words = session_end(state, None, data.get("by"))
                 tasks, body = "", (f"Session {sid}: {state}{reason}\n(no report: {type(exc).__name__})\n"
                                    f"Next: {'tilth pr ' + sid if state == 'done' else resume_command(sid)}")
             if state == "stopped" and self.cap:
@@ -90,6 +96,8 @@ class Notifier:
                 title = f"tilth: session {sid} paused for a usage limit{tasks}"
             elif state == "waiting":
                 title = f"tilth: session {sid} waits for your answer{tasks}"
+            elif state == "stopped":
+                title = f"tilth: session {sid} {stop_words}{tasks}"
             else:
                 title = f"tilth: session {sid} {state}{tasks}"
             self._send("session_end", title, body, KIND.get(state, "warning"))
@@ -119,11 +127,12 @@ def _counts(t: SessionTally) -> str:
 
 def short_report(t: SessionTally, paths: SessionPaths) -> str:
     """The end report's short lines: no per-task table, only the failed tasks and the next command."""
-    lines = [f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""), f"Tasks: {_counts(t)}"]
-    lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+    lines = [headline(t), f"Tasks: {_counts(t)}"]
+    lines += failed_lines(t)
     lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
     head = f" at {t.head_commit[:7]}" if t.head_commit else ""
-    lines += [f"Cost: {money(t.cost_usd, t.cost_is_lower_bound)}", f"Wall time: {duration(t.wall_seconds)}",
+    lines += [f"Cost: {spend(t.cost_usd, t.cost_is_lower_bound, t.unpriced_calls)}",
+              f"Wall time: {duration(t.wall_seconds)}",
               f"Branch: {t.branch}{head}",
               f"Next: tilth pr {t.id}" if t.all_done else f"Next: {answer_command(t.id, parked[0])}" if parked
               else f"Next: {resume_command(t.id)}"]

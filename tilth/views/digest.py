@@ -27,7 +27,8 @@ from tilth.store.prd_peek import peek_plan
 from tilth.store.rollup import load_rollup
 from tilth.store.session_peek import peek_session
 from tilth.store.session_state import effective_state
-from tilth.views.figures import duration, money, short
+from tilth.views.figures import duration, plural, spend
+from tilth.views.reasons import session_end, task_failure
 
 DEFAULT_SINCE = "24h"
 RELATIVE = re.compile(r"^\s*(\d+)\s*([mhd])\s*$")
@@ -82,6 +83,7 @@ class SessionDigest:
     tokens: int
     running_s: float | None
     needs: list[str] = field(default_factory=list)
+    unpriced_calls: int = 0
 
 
 def session_digest(home: Path, session_id: str, since: datetime, entries: list[Entry],
@@ -103,15 +105,18 @@ def session_digest(home: Path, session_id: str, since: datetime, entries: list[E
     for tid, status in statuses.items():
         if status == "failed":
             t = roll.tasks.get(tid)
-            concern = f": {short(t.concern, 160)}" if t is not None and t.concern else ""
-            needs.append(f"task {tid} failed ({titles[tid]}){concern}")
+            why = task_failure(t.attempts or 0, t.category, t.concern, limit=160).removeprefix("failed ") \
+                if t is not None and t.verdict == "reject" else ""
+            needs.append(f"task {tid} ({titles[tid]}) failed" + (f" {why}" if why else ""))
     parked = sorted({tid for tid, s in statuses.items() if s == "parked"}
                     | {tid for tid, t in roll.tasks.items() if t.status == "parked"})
     needs.extend(f"task {tid} parked, waiting for your answer (`tilth answer {session_id} {tid} \"...\"`)"
                  for tid in parked)
     if state in NEEDS_STATES:
         until = f" until {view.paused_until}" if state == "paused" and view.paused_until else ""
-        needs.append(f"session {state}{until}" + (f": {view.reason}" if view.reason else "")
+        said = session_end(state, view.reason)
+        needs.append((f"session {said}" if said.split(" ", 1)[0] == state else
+                      f"session {state}{until}" + (f": {said}" if said else ""))
                      + ("" if state == "paused" else f" (`tilth resume {session_id}`)"))
     running = roll.clock.seconds(now if state == "running" else None)
     return SessionDigest(
@@ -121,6 +126,7 @@ def session_digest(home: Path, session_id: str, since: datetime, entries: list[E
         pending=sum(s in ("pending", "in_progress") for s in statuses.values()),
         done_in_window=[e.task_id for e in mine if e.ok], failed_in_window=[e.task_id for e in mine if not e.ok],
         cost_usd=round(roll.totals.cost_usd, 6), cost_is_lower_bound=roll.totals.cost_is_lower_bound,
+        unpriced_calls=roll.totals.unpriced_calls,
         tokens=roll.totals.tokens, running_s=None if running is None else round(running, 1), needs=needs)
 
 
@@ -154,7 +160,7 @@ def _local(ts: str) -> str:
 
 def render(digest: dict[str, Any]) -> str:
     sessions = digest["sessions"]
-    lines = [f"since {_local(digest['since'])}: {len(sessions)} session(s) touched"]
+    lines = [f"since {_local(digest['since'])}: {plural(len(sessions), 'session')} touched"]
     for s in sessions:
         if "error" in s:
             lines.append(f"\n{s['id']}: {s['error']}")
@@ -162,7 +168,8 @@ def render(digest: dict[str, Any]) -> str:
         window = f"{len(s['done_in_window'])} done, {len(s['failed_in_window'])} failed in the window"
         lines.append(f"\n{s['id']} [{s['state']}] {window}; overall {s['done']}/{s['tasks']} done, {s['failed']} "
                      f"failed, {s['pending']} pending")
-        lines.append(f"  spend {money(s['cost_usd'], s['cost_is_lower_bound'])}, {s['tokens']:,} tokens, "
+        lines.append(f"  spend {spend(s['cost_usd'], s['cost_is_lower_bound'], s.get('unpriced_calls', 0))}, "
+                     f"{s['tokens']:,} tokens, "
                      f"ran {duration(s['running_s'], 'never ran', hour_seconds=False)}; {s['branch']} at {s['head'] or '(no branch)'}; "
                      f"last activity {_local(s['touched'])}")
         for e in digest["memory"]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.views.asking import answer_command, question_lines
+from tilth.views.figures import plural, spend
 from tilth.views.parallel_figures import parallel_lines
+from tilth.views.reasons import task_outcome
 from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
 
@@ -35,24 +37,48 @@ def tokens(task: TaskTally) -> str:
 
 def task_table(t: SessionTally) -> list[str]:
     """One aligned row per task, under a header."""
-    rows = [TABLE] + [(task.id, task.shown_outcome, str(task.iterations), rejections(task), checks(task),
+    rows = [TABLE] + [(task.id, task_outcome(task.shown_outcome, t.state), str(task.iterations), rejections(task), checks(task),
                        task.commit or "-", tokens(task), money(task.cost_usd, task.cost_is_lower_bound),
                        duration(task.wall_s, never="-")) for task in t.tasks]
     widths = [max(len(row[i]) for row in rows) for i in range(len(TABLE))]
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
+def failed_lines(t: SessionTally) -> list[str]:
+    """`  FAILED T-2 <title>: failed after 2 attempts: the evaluator found ...`, one per failed task."""
+    return [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+
+
+def commit_count(t: SessionTally) -> str:
+    """The branch's commits as they are: how many, how many finish a task, and each placeholder
+    (FAILED or PARKED, the current one or one a later retry of its task went past) by sha."""
+    latest = {c.task_id: c.sha for c in t.commits}
+    done = sum(not c.placeholder for c in t.commits)
+    line = f"{plural(len(t.commits), 'commit')}: {plural(done, 'task commit')}"
+    held = [f"`{c.sha[:7]}` {'PARKED' if c.parked else 'FAILED'} ({c.task_id})"
+            + ("" if latest[c.task_id] == c.sha else ", retried in a later commit") for c in t.commits if c.placeholder]
+    if held:
+        line += f", {plural(len(held), 'placeholder')} holding partial work: " + "; ".join(held)
+    return line
+
+
+def headline(t: SessionTally) -> str:
+    """`Session s1: failed`, `Session s1: stopped by `tilth stop``, `Session s1: stopped (cap ... reached)`."""
+    if t.reason and t.reason.split(" ", 1)[0] == t.state:
+        return f"Session {t.id}: {t.reason}"
+    return f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else "")
+
+
 def build_report(paths: SessionPaths) -> str:
     t = tally(paths)
     head = t.head_commit[:7] if t.head_commit else "(worktree gone)"
-    unpriced = f" ({t.unpriced_calls} model calls without a price)" if t.unpriced_calls else ""
     lines = [
-        f"Session {t.id}: {t.state}" + (f" ({t.reason})" if t.reason else ""),
+        headline(t),
         f"Tasks:      {t.done}/{len(t.tasks)} done, {t.failed} failed"
         + (f", {t.parked} parked" if t.parked else "") + (f", {t.blocked} blocked" if t.blocked else ""),
     ]
     lines += task_table(t) if t.tasks else []
-    lines += [f"  FAILED {task.id} {task.title}: {task.reason}" for task in t.tasks if task.outcome == "failed"]
+    lines += failed_lines(t)
     outcomes = {task.id: task.outcome for task in t.tasks}
     lines += [f"  BLOCKED {task.id} {task.title}: waits on " + ", ".join(
         f"{root}, which {'waits for an answer' if outcomes.get(root) == 'parked' else 'failed'}"
@@ -61,12 +87,13 @@ def build_report(paths: SessionPaths) -> str:
     lines += proof_lines(t)
     lines += parallel_lines(paths)
     lines += [
-        f"Iterations: {t.iterations}",
+        f"Attempts:   {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",
-        f"Cost:       {money(t.cost_usd, t.cost_is_lower_bound)}{unpriced}",
+        f"Cost:       {spend(t.cost_usd, t.cost_is_lower_bound, t.unpriced_calls)}",
         f"Wall time:  {duration(t.wall_seconds)}" + (f" over {t.runs} runs (time stopped not counted)"
                                                      if t.runs > 1 else ""),
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",
+        f"Commits:    {commit_count(t)}",
         f"Next: tilth pr {t.id}" if t.all_done else f"Next: {answer_command(t.id, parked[0])}" if parked
         else f"Next: {resume_command(t.id)}",
     ]

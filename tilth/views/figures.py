@@ -7,8 +7,33 @@ from __future__ import annotations
 
 
 def money(usd: float, lower_bound: bool = False, places: int = 4) -> str:
-    """`$0.0123`, or `≥ $0.0123` when some calls' cost could not be known."""
+    """`$0.0123`, or `≥ $0.0123` when some calls' cost could not be known; a spend too small for
+    `places` is `< $0.01`, never `$0.00`."""
+    if 0 < usd < 0.5 * 10 ** -places:
+        return f"{'≥ ' if lower_bound else ''}< ${10 ** -places:.{places}f}"
     return f"{'≥ ' if lower_bound else ''}${usd:.{places}f}"
+
+
+def dollars(usd: float) -> str:
+    """An amount a person set (a cap) exactly as set: `$1.00`, `$0.001`, `$0.0005`."""
+    for places in range(2, 7):
+        if abs(round(usd, places) - usd) < 1e-9:
+            return f"${usd:.{places}f}"
+    return f"${usd:.6f}"
+
+
+def spend(usd: float, lower_bound: bool = False, unpriced_calls: int = 0, places: int = 4, brief: bool = False) -> str:
+    """What was spent: `money`, or `unknown` when nothing was counted yet some calls had no price or
+    no usage at all (never `$0`), with how many calls went uncounted (not said when `brief`, for a table cell)."""
+    unpriced = f" ({plural(unpriced_calls, 'model call')} without a price)" if unpriced_calls and not brief else ""
+    if (unpriced_calls or lower_bound) and usd == 0:
+        return "unknown" + unpriced
+    return money(usd, lower_bound or bool(unpriced_calls), places) + unpriced
+
+
+def plural(count: int, word: str, words: str = "") -> str:
+    """`1 model call`, `2 model calls`, `0 attempts` (`words` when the plural is not word + s)."""
+    return f"{count:,} {word if count == 1 else words or word + 's'}"
 
 
 def token_count(tokens: int, unknown_usage_calls: int, unit: str = "") -> str:

@@ -18,7 +18,8 @@ from typing import Any, Callable
 import orjson
 
 from tilth.store.redaction import redact_text
-from tilth.views.figures import short, verdict_label
+from tilth.views.figures import plural, short, verdict_label
+from tilth.views.reasons import session_end, task_failure
 
 ARGUMENT_CHARS = 100
 TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("path",), "edit_file": ("path",),
@@ -85,6 +86,9 @@ class Readable:
         self.channels: dict[str, list[int]] = {}
         self.refusals: list[str] = []
         self.refused_at = ""
+        self.stop_by: str | None = None
+        self.verdicts: dict[str, tuple[int, Any, Any]] = {}
+        """Each task's last verdict seen (attempt, category, concern): a FAILED line says why from it."""
         self.wording: dict[str, Callable[[dict[str, Any]], str | list[str] | None]] = {
             "session_created": lambda d: f"created branch {d['branch']} from {_sha(d, 'base')}",
             "session_queued": lambda d: f"queued for the supervisor ({d.get('reason')})"
@@ -123,7 +127,7 @@ class Readable:
             "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
                                         + ("; waiting here" if d.get("in_process") else "; the supervisor resumes it"),
             "pause_over": lambda d: "pause over; going on",
-            "notes_taken": lambda d: f"took {d.get('count')} note(s) left with `tilth note`",
+            "notes_taken": lambda d: f"took {plural(d.get('count') or 0, 'note')} left with `tilth note`",
             "notify_sent": lambda d: f"notified ({d.get('trigger')})",
             "notify_failed": lambda d: f"notification failed ({d.get('trigger')}): {short(d.get('error'))}",
             "memory_restored": lambda d: f"daily memory line restored for commit {_sha(d)}"
@@ -132,7 +136,7 @@ class Readable:
             "commit": lambda d: None,
             "failed_commit": lambda d: None,
             "task_done": lambda d: f"done: commit {_sha(d)}",
-            "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",
+            "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",  # without its verdict
             "parked_commit": lambda d: None,
             "task_parked": lambda d: f"PARKED placeholder {_sha(d)}: waits for an answer to {short(d.get('question'))}",
             "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {_sha(d)}",
@@ -147,7 +151,7 @@ class Readable:
             "head_repaired": lambda d: f"HEAD said {d.get('was')}; pointed back at {d.get('branch')}",
             "branch_repaired": lambda d: f"the branch had been moved (to {_sha(d, 'was')}); set back to "
                                          f"{_sha(d, 'restored')}, files kept",
-            "worker_commits_folded": lambda d: f"folded {len(d.get('shas') or [])} commit(s) the agent made "
+            "worker_commits_folded": lambda d: f"folded {plural(len(d.get('shas') or []), 'commit')} the agent made "
                                                "into the task's changes",
             "nested_repo_skipped": lambda d: "left nested repositories out of the commit: "
                                              + short(", ".join(d["paths"])),
@@ -161,7 +165,7 @@ class Readable:
             "accepted_committed": lambda d: f"recovered an accepted attempt: commit {_sha(d)}",
             "task_requeued": lambda d: "was interrupted; retrying with its edits kept",
             "cap_reached": lambda d: f"cap reached: {d['cap']} ({d['value']} >= {d['limit']})",
-            "session_end": lambda d: f"session {d['state']}" + (f": {d['reason']}" if d.get("reason") else ""),
+            "session_end": self._end,
             "session_report": lambda d: d["text"].rstrip().splitlines(),
         }
 
@@ -176,6 +180,10 @@ class Readable:
         wording = self.wording.get(event["type"])
         try:
             text = wording(event["data"]) if wording else _compact(event)
+            if event["type"] in ("verdict", "task_failed") and event.get("task"):
+                text = self._failure(event, text)
+            if event["type"] == "acted" and event["data"].get("action") == "stop":
+                self.stop_by = event["data"].get("by")  # the end it asks for says who asked
         except (KeyError, TypeError, AttributeError):  # a journal written by another version of tilth
             text = _compact(event)
         if text is None and self.everything:
@@ -184,6 +192,22 @@ class Readable:
         where = _where(event)
         out += [where + t if where and t else t for t in texts]
         return [redact_text(line) for line in out]
+
+    def _failure(self, event: dict[str, Any], text: str) -> str:
+        """A FAILED line says why in words, from the task's last verdict (the event has only its code)."""
+        data = event["data"]
+        if event["type"] == "verdict":
+            self.verdicts[event["task"]] = (event.get("iter") or 0, data.get("category"), data.get("concern"))
+            return text
+        if (last := self.verdicts.get(event["task"])) is None:
+            return text
+        return f"FAILED placeholder {_sha(data)}: {task_failure(*last)}"
+
+    def _end(self, data: dict[str, Any]) -> str:
+        said = session_end(data["state"], data.get("reason"), data.get("by") or self.stop_by)
+        if said.split(" ", 1)[0] == data["state"]:
+            return f"session {said}"
+        return f"session {data['state']}" + (f": {said}" if said else "")
 
     def _channel(self, data: dict[str, Any]) -> None:
         counts = self.channels.setdefault(str(data.get("role")), [0, 0])
@@ -262,15 +286,15 @@ def _verify(result: dict[str, Any]) -> str:
 def _baseline(data: dict[str, Any]) -> str:
     checks, verifies = data.get("checks") or [], data.get("verifies") or []
     failing = [short(c.get("command"), ARGUMENT_CHARS) for c in checks + verifies if c.get("exit_code") != 0]
-    return (f"baseline on the base commit {_sha(data, 'commit')}: {len(checks)} check(s), {len(verifies)} verify "
-            f"command(s); " + (f"already failing: {', '.join(failing)}" if failing else "all pass"))
+    return (f"baseline on the base commit {_sha(data, 'commit')}: {plural(len(checks), 'check')}, "
+            f"{plural(len(verifies), 'verify command')}; " + (f"already failing: {', '.join(failing)}" if failing else "all pass"))
 
 
 def _final_review(data: dict[str, Any]) -> list[str]:
     if data.get("error"):
         return [f"final review of {_sha(data, 'head')} not done: {short(data['error'])}"]
     findings = data.get("findings") or []
-    head = f"final review of {_sha(data, 'head')}: " + (f"{len(findings)} finding(s)" if findings else "no findings")
+    head = f"final review of {_sha(data, 'head')}: " + (plural(len(findings), "finding") if findings else "no findings")
     head += f" ({short(data['concern'])})" if data.get("concern") and not findings else ""
     added = data.get("tasks_added") or []
     head += f"; follow-up tasks added: {', '.join(added)}" if added else ""

@@ -18,6 +18,7 @@ from typing import Any
 
 from tilth.core.clock import parse_utc, utc_now
 from tilth.core.errors import BadInput
+from tilth.core.terminal import clean, unguarded
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import TaskLine, peek_plan
@@ -27,8 +28,9 @@ from tilth.store.session_peek import peek_session
 from tilth.store.session_record import SessionRecord
 from tilth.store.session_state import SessionState, effective_state
 from tilth.views.parallel_figures import figures, running_text, speedup_text
-from tilth.views.figures import money, token_count, verdict_label
+from tilth.views.figures import dollars, money, spend, token_count, verdict_label
 from tilth.views.asking import answer_command, open_asks
+from tilth.views.reasons import session_end, task_failure, task_outcome, verdict_words
 
 
 VERDICT_CHARS = 100
@@ -39,13 +41,17 @@ def activity(rollup: Rollup, live: bool) -> dict[str, Any]:
     (`tally.running_seconds`), `verdicts`: each evaluated task's attempts and last verdict, the
     spend, and each cap in force with how close the session is to it."""
     verdicts = {tid: {"attempts": t.attempts,
-                      "last_verdict": verdict_label(t.verdict or "", t.category, t.concern, limit=VERDICT_CHARS)}
+                      "last_verdict": verdict_label(t.verdict or "", t.category, t.concern, limit=VERDICT_CHARS),
+                      "why": verdict_words(t.verdict, t.category, t.concern, limit=VERDICT_CHARS),
+                      **({"failure": task_failure(t.attempts or 0, t.category, t.concern, limit=VERDICT_CHARS)}
+                         if t.verdict == "reject" else {})}
                 for tid, t in rollup.tasks.items() if t.verdict is not None}
     now = utc_now() if live else None
     totals = rollup.totals
     return {"current_task": rollup.current_task, "iteration": rollup.iteration,
             "elapsed_s": round(rollup.clock.seconds(now) or 0.0, 1), "verdicts": verdicts,
             "tokens": totals.tokens, "cost_usd": round(totals.cost_usd, 6), "model_calls": totals.model_calls,
+            "unpriced_calls": totals.unpriced_calls,
             "unknown_usage_calls": totals.unknown_usage_calls, "cost_is_lower_bound": totals.cost_is_lower_bound,
             "caps": caps(rollup, now)}
 
@@ -111,9 +117,14 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
     }
-    if state == SessionState.archived:  # `tilth cleanse` removed the branch and worktree: nothing is current
+    if state not in LIVE:  # an ended (or archived, or not yet started) session has no current task
         summary.update(current_task=None, iteration=None)
     return summary
+
+
+LIVE = (SessionState.running, SessionState.paused, SessionState.crashed)
+"""The states in which a session has a current task: running, paused in the middle of one, or crashed
+in it (to be resumed there); an ended session has none."""
 
 
 def receipt(rollup: Rollup, task_id: str, now: datetime | None) -> dict[str, Any]:
@@ -203,8 +214,7 @@ def _duration(seconds: float) -> str:
 
 
 def _current(summary: dict[str, Any]) -> str:
-    if summary["state"] in (SessionState.done, SessionState.queued, SessionState.archived) \
-            or not summary.get("current_task"):
+    if summary["state"] not in LIVE or not summary.get("current_task"):
         return "-"
     return f"{summary['current_task']} #{summary['iteration']}" if summary.get("iteration") else summary["current_task"]
 
@@ -260,7 +270,8 @@ COLUMNS = ("SESSION", "STATE", "DONE", "CURRENT", "ELAPSED", "TOKENS", "COST", "
 def rows(summaries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     return [(s["id"], _state(s), _progress(s), _current(s), _duration(s.get("elapsed_s", 0)),
              f"{s.get('tokens', 0):,}{'+' if s.get('unknown_usage_calls') else ''}",
-             money(s.get("cost_usd", 0), s.get("cost_is_lower_bound", False), places=2),
+             spend(s.get("cost_usd", 0), s.get("cost_is_lower_bound", False), s.get("unpriced_calls", 0), places=2,
+                   brief=True),
              f"{s['branch']} (removed)" if _removed(s) else s["branch"])
             for s in summaries]
 
@@ -293,13 +304,16 @@ STATE_STYLES = {"running": "bold green", "queued": "cyan", "done": "green", "fai
 
 def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
     """The same table for a terminal, with rich (imported only here, so pipes stay cheap)."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    console = Console(file=unguarded(sys.stdout))  # its colours are its own; every cell below is cleaned
     footer = _with_legend(summaries, footer)
     if not summaries:
-        console.print(render_table(summaries, footer), markup=False, highlight=False)
+        console.print(clean(render_table(summaries, footer)), markup=False, highlight=False)
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name in COLUMNS:
@@ -307,10 +321,11 @@ def print_rich_table(summaries: list[dict[str, Any]], footer: str = "") -> None:
                          no_wrap=name in ("SESSION", "BRANCH"))
     for summary, row in zip(summaries, rows(summaries)):
         style = STATE_STYLES.get(summary["state"], "")
-        table.add_row(*row[:1], f"[{style}]{row[1]}[/]" if style else row[1], *row[2:])
+        cells = [Text(clean(cell)) for cell in row]
+        table.add_row(*cells[:1], Text(clean(row[1]), style=style), *cells[2:])
     console.print(table)
     if footer:
-        console.print(footer, markup=False, highlight=False)
+        console.print(clean(footer), markup=False, highlight=False)
 
 
 def _sandbox(mode: str | None) -> str:
@@ -321,10 +336,14 @@ def _sandbox(mode: str | None) -> str:
     return "not decided yet (decided when the session runs)"
 
 
-def _verdict(last: dict[str, Any] | None) -> str:
+def _verdict(last: dict[str, Any] | None, status: str) -> str:
+    """`  (attempt 2: rejected: the evaluator found ...)`; a failed task's line says it failed after how many."""
     if not last:
         return ""
-    return f"  (attempt {last['attempts']}: {last['last_verdict']})" if last.get("attempts") else f"  ({last['last_verdict']})"
+    why = last.get("why") or last["last_verdict"]
+    if status == TaskStatus.failed and last.get("failure"):
+        return f"  ({last['failure']})"
+    return f"  (attempt {last['attempts']}: {why})" if last.get("attempts") else f"  ({why})"
 
 
 CAP_WORDS = {"max_spend_usd": "spend", "max_tokens_total": "tokens", "max_wall_clock_s": "running time (all runs)",
@@ -337,8 +356,9 @@ def _caps(caps: dict[str, dict[str, Any]]) -> str:
     shown = []
     for name, cap in caps.items():
         limit, value = cap["limit"], cap["value"]
-        fmt = {"max_spend_usd": lambda v: f"${v:.2f}", "max_wall_clock_s": _duration}.get(name, lambda v: f"{v:g}")
-        text = f"{CAP_WORDS.get(name, name)} {fmt(value) if value is not None else '-'} of {fmt(limit)}"
+        fmt = {"max_spend_usd": money, "max_wall_clock_s": _duration}.get(name, lambda v: f"{v:g}")
+        limit_fmt = {"max_spend_usd": dollars}.get(name, fmt)
+        text = f"{CAP_WORDS.get(name, name)} {fmt(value) if value is not None else '-'} of {limit_fmt(limit)}"
         if cap["reached"]:
             text += " REACHED"
         elif value is not None and limit:
@@ -351,7 +371,8 @@ def render_one(summary: dict[str, Any]) -> str:
     removed = _removed(summary)
     lines = [
         f"session {summary['id']}: {_state(summary)} ({_progress(summary)} done)",
-        *([f"reason   {summary['reason']}"] if summary.get("reason") and not removed else []),
+        *([f"reason   {session_end(summary['state'], summary['reason'])}"] if summary.get("reason") and not removed
+          else []),
         f"branch   {summary['branch']}" + (f" ({summary.get('reason') or 'removed by cleanse'})" if removed else ""),
         f"worktree {'(removed)' if removed else summary['worktree']}",
         f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),
@@ -359,15 +380,16 @@ def render_one(summary: dict[str, Any]) -> str:
         f"current  {_current(summary)}" + (f" (pid {summary['pid']})" if summary.get("pid") else ""),
         f"elapsed  {_duration(summary.get('elapsed_s', 0))}, "
         f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
-        f"{money(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False))}",
+        f"{spend(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False), summary.get('unpriced_calls', 0))}",
     ]
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     lines += [f"lanes    {running_text(summary['lanes'])}"] if summary.get("lanes") else []
     lines += [f"parallel {speedup_text(summary['parallel'])}"] if summary.get("parallel") else []
     verdicts = summary.get("verdicts") or {}
-    width = max([11, *(len(task_state(t)) for t in summary["tasks"])])
+    shown = {t["id"]: task_outcome(task_state(t), summary["state"]) for t in summary["tasks"]}
+    width = max([11, *map(len, shown.values())])
     for t in summary["tasks"]:
-        lines.append(f"  {task_state(t):<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']))}")
+        lines.append(f"  {shown[t['id']]:<{width}} {t['id']}: {t['title']}{_verdict(verdicts.get(t['id']), t['status'])}")
         if t.get("attempts") or t.get("cost_usd"):
             lines.append(f"  {'':<{width}} {receipt_text(t)}")
     for q in summary.get("questions") or []:

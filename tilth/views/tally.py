@@ -29,7 +29,7 @@ from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
 from tilth.store.baseline import Baseline, load_baseline
 from tilth.store.calls import Totals
-from tilth.store.ledger import VerifyResult, read_entries
+from tilth.store.ledger import Verdict, VerifyResult, read_entries
 from tilth.store.prd import Criterion, blocked_by, load_plan
 from tilth.store.prd_rules import blocked_label
 from tilth.store.rollup import OUTSIDE_RUN, load_rollup
@@ -37,6 +37,7 @@ from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
 from tilth.views.readable import verdict_label
+from tilth.views.reasons import session_end, task_failure, verdict_words
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,14 @@ class TaskTally:
     iterations: int
     last_verdict: str
     """`accept`, `reject (<category>): <concern>`, or "" if never evaluated."""
+    last_words: str
+    """The same in words (`reasons.verdict_words`): `accepted`, `rejected: the evaluator found ...`."""
     tokens: int
     cost_usd: float
     reason: str
-    """Why it failed; "" unless failed."""
+    """Why it failed, in words (`reasons.task_failure`); "" unless failed."""
+    reason_code: str = ""
+    """The failure's code as recorded (`iterations_exhausted after 2 attempts; ...`)."""
     rejections: tuple[str, ...] = ()
     """The category of each rejected attempt, in order."""
     checks: tuple[int, int] | None = None
@@ -137,6 +142,8 @@ class SessionTally:
     final_review_error: str = ""
     final_review_concern: str = ""
     """What an accepting final review said anyway (the scripted backend says no model looked)."""
+    commits: tuple[TaskCommit, ...] = ()
+    """tilth's commits on the branch since its base, oldest first: task commits and placeholders, retried ones too."""
 
     @property
     def done(self) -> int:
@@ -196,13 +203,12 @@ def running_seconds(events: list[dict[str, Any]], now: datetime | None = None) -
     return max(0.0, total) if ran else None
 
 
-def _branch_commits(record, base: str) -> tuple[str | None, dict[str, TaskCommit]]:
+def _branch_commits(record, base: str) -> tuple[str | None, list[TaskCommit]]:
     try:
         repo = open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id), repair=False)
-        commits = branch_task_commits(repo, base)
-        return str(repo.head.target), {c.task_id: c for c in commits}
+        return str(repo.head.target), branch_task_commits(repo, base)
     except (BadInput, pygit2.GitError):
-        return None, {}
+        return None, []
 
 
 def _failure_reasons(paths: SessionPaths) -> dict[str, str]:
@@ -210,15 +216,33 @@ def _failure_reasons(paths: SessionPaths) -> dict[str, str]:
             if line.outcome.startswith("failed:")}
 
 
-def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, str, tuple[str, ...], list[VerifyResult]]:
-    """Attempts, the last verdict's label, the category of each rejection, the last attempt's verifies."""
+def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, Verdict | None, tuple[str, ...], list[VerifyResult]]:
+    """Attempts, the last verdict, the category of each rejection, the last attempt's verifies."""
     entries = read_entries(paths.ledger_dir, task_id)
     if not entries:
-        return 0, "", (), []
-    v = entries[-1].verdict
+        return 0, None, (), []
     rejected = tuple(e.verdict.category if e.verdict.category not in ("", "none") else "unspecified"
                      for e in entries if not e.verdict.accepted and e.verdict.verdict != "needs_human")
-    return len(entries), verdict_label(v.verdict, v.category, v.concern, limit=10_000), rejected, entries[-1].verifies
+    return len(entries), entries[-1].verdict, rejected, entries[-1].verifies
+
+
+def _stop_event(event: dict[str, Any]) -> bool:
+    """An event a stop writes, with `by` (`cli`, `dashboard`) when it knows who asked: the `acted`
+    event of a person's stop (written before the runner is signalled), `session_stopped`, `session_end`."""
+    data = event.get("data") or {}
+    return event["type"] in ("session_stopped", "session_end") or (event["type"] == "acted"
+                                                                   and data.get("action") == "stop")
+
+
+def _stopped_by(events: list[dict[str, Any]]) -> str | None:
+    """Who asked the last stop (`cli`, `dashboard`), when the stop's event says."""
+    for event in reversed(events):
+        if event["type"] == "session_started":
+            return None  # a stop before this run's start is not why it ended
+        by = (event.get("data") or {}).get("by") if _stop_event(event) else None
+        if isinstance(by, str) and by:
+            return by
+    return None
 
 
 def _proofs(criteria: list[Criterion], verifies: list[VerifyResult],
@@ -255,7 +279,8 @@ def _last_checks(events: list[dict[str, Any]], task_id: str, iteration: int) -> 
 def tally(paths: SessionPaths) -> SessionTally:
     record = load_session(paths)
     events = EventLog(paths.events).read()
-    head, commits = _branch_commits(record, record.base_commit)
+    head, on_branch = _branch_commits(record, record.base_commit)
+    commits = {c.task_id: c for c in on_branch}
     try:
         tasks_read = load_plan(paths.prd)
     except BadInput:
@@ -275,17 +300,21 @@ def tally(paths: SessionPaths) -> SessionTally:
         outcome = ("parked" if commit.parked else "failed" if commit.failed else "done") if commit else status
         if commit and commit.parked and status in ("pending", "in_progress"):
             outcome = status  # answered: the task is being retried
-        iterations, verdict, rejections, verifies = _verdicts(paths, task_id)
+        iterations, last, rejections, verifies = _verdicts(paths, task_id)
+        verdict = verdict_label(last.verdict, last.category, last.concern, limit=10_000) if last else ""
+        words = verdict_words(last.verdict, last.category, last.concern) if last else ""
         checks = _last_checks(events, task_id, iterations) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
         mine = Totals.of_events(e for e in calls if e.get("task") == task_id)
-        reason = ""
+        reason = code = ""
         if outcome == "failed":
-            reason = (commit.reason if commit else "") or reasons.get(task_id) or "(no reason recorded)"
+            code = (commit.reason if commit else "") or reasons.get(task_id) or ""
+            reason = task_failure(iterations, last.category, last.concern) if last and not last.accepted \
+                else f"failed after {figures.plural(iterations, 'attempt')}"
         tasks.append(TaskTally(
-            id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict,
-            tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, rejections=rejections, checks=checks,
+            id=task_id, title=title, outcome=outcome, iterations=iterations, last_verdict=verdict, last_words=words,
+            tokens=mine.tokens, cost_usd=mine.cost_usd, reason=reason, reason_code=code, rejections=rejections, checks=checks,
             commit=commit.sha[:7] if commit else "", depends_on=depends_on,
             prompt_tokens=mine.prompt_tokens, cached_tokens=mine.cached_tokens,
             completion_tokens=mine.completion_tokens, cost_is_lower_bound=mine.unknown_usage_calls > 0,
@@ -305,11 +334,13 @@ def tally(paths: SessionPaths) -> SessionTally:
         unpriced_calls=total.unpriced_calls, wall_seconds=running_seconds(events),
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
-        reason=record.reason if record.state.value in ("stopped", "crashed", "paused") else None,
+        reason=session_end(record.state.value, record.reason, _stopped_by(events))
+        if record.state.value in ("stopped", "crashed", "paused") else None,
         failing_before=_failing_before(baseline),
         final_review=tuple(review["data"].get("findings") or ()) if review else None,
         final_review_error=str(review["data"].get("error") or "") if review else "",
         final_review_concern=str(review["data"].get("concern") or "") if review else "",
+        commits=tuple(on_branch),
     )
 
 
