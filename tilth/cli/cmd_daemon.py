@@ -214,9 +214,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     stop.add_argument("--now", action="store_true", help="kill it now instead (resume recovers the work)")
     stop.set_defaults(handler=cmd_stop)
 
-    wait = sub.add_parser("wait", help="block until sessions end; the exit code says how (see `tilth wait -h`)",
-                          description="Block until sessions end, with a line on stderr every 30 s while they run. "
-                                      "Exit codes: " + WAIT_CODES + ".")
+    wait = sub.add_parser("wait", help="block until sessions end; the exit code says how",
+                          description="block until sessions end; the exit code says how. A line on stderr every 30 s "
+                                      "names what is still awaited. Exit codes: " + WAIT_CODES + ".")
     wait.add_argument("ids", nargs="*", metavar="id", help="session ids (default: the most recent)")
     wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds (exit 4)")
     wait.set_defaults(handler=cmd_wait)
