@@ -63,18 +63,6 @@ def wanted(args: argparse.Namespace, settings) -> bool:
     return True
 
 
-def start(args: argparse.Namespace, plan, seed, backend, settings, say) -> int:
-    from tilth.dispatch.submit import start_dispatched
-
-    remote = args.repo or settings.dispatch.remote
-    paths = start_dispatched(remote, plan, args.id, args.base, backend, settings, args.check, seed, say)
-    print(f"session {paths.id} dispatched to queue {settings.dispatch.queue!r} (remote {remote}); "
-          f"a `tilth worker` runs it")
-    print(f"  follow it:    tilth logs {paths.id} -f")
-    print(f"  wait for it:  tilth wait {paths.id}")
-    return 0
-
-
 def status_one(found: tuple[Any, dict], as_json: bool) -> int:
     broker, state = found
     if as_json:

@@ -51,11 +51,12 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
 def cmd_start(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from tilth.actions.starting import start_session
+    from tilth.cli.show_acted import show
     from tilth.core.clock import iso
     from tilth.core.config import load_settings
     from tilth.daemon.queue import parse_when
-    from tilth.run.create import create_session
-    from tilth.store.home import tilth_home
+    from tilth.store.home import session_paths, tilth_home
 
     if args.at and args.foreground:
         raise BadInput("--at schedules a start for the supervisor; drop --foreground")
@@ -70,35 +71,33 @@ def cmd_start(args: argparse.Namespace) -> int:
     dispatching = cmd_dispatch.wanted(args, settings)
     if not dispatching and not args.repo:
         raise BadInput("no repository: pass --repo PATH (the git repository to work on)")
-    if not args.foreground and not dispatching:
-        from tilth.actions.handing import supervisor_sees_keys
-
-        for line in supervisor_sees_keys(tilth_home(), settings):
-            say(line)
     plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
     beside = prd if prd.is_dir() else prd.parent  # a converted plan's seed-meta.json is beside the original
     if seed is None and plan_file.parent != beside and (beside / "seed-meta.json").is_file():
         seed = beside
     try:
-        if dispatching:
-            return cmd_dispatch.start(args, plan_file, seed, backend_choice(args, settings), settings, say)
-        paths = create_session(Path(args.repo).expanduser(), plan_file, args.id, args.base,
-                               backend_choice(args, settings), settings, args.check, notify=say, seed_dir=seed)
+        backend = backend_choice(args, settings)
+        acted = start_session(tilth_home(), plan_file, repo=args.repo, backend=backend, by="cli", session_id=args.id,
+                              base=args.base, checks=args.check, seed=seed, start_at=start_at,
+                              dispatch=dispatching, foreground=args.foreground, settings=settings)
     finally:
         done_with_plan()
-    print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
+    if acted.dispatched:
+        return show(acted)
+    for line in acted.warnings:
+        say(line)
+    print(f"plan: {session_paths(acted.session_id).prd} (edit it while the session runs; tilth picks up changes "
+          "between tasks)", flush=True)
     print(cmd_plan.failure_line(settings), flush=True)
-    if backend_choice(args, settings).name != "scripted":
+    if backend.name != "scripted":
         from tilth.agents.accounting import Caps
 
         print(Caps.bounds_line(settings), flush=True)
-    if dashboard := cmd_serve.dashboard_line(paths.id):
+    if dashboard := cmd_serve.dashboard_line(acted.session_id):
         print(dashboard, flush=True)
     if args.foreground:
-        return run_foreground(paths.id, resume=False)
-    from tilth.actions.handing import hand_over
-
-    print("\n".join(hand_over(paths, "start", resume=False, by="cli", start_at=start_at)))
+        return run_foreground(acted.session_id, resume=False)
+    print("\n".join(acted.lines), flush=True)
     return 0
 
 

@@ -72,6 +72,14 @@ class Broker:
     def stop_requested(self, session_id: str) -> bool:
         return bool(self.redis.exists(self.key("stop", session_id)))
 
+    def stop_requested_on(self, session_id: str) -> str | None:
+        """Where a pending stop was asked: "the dashboard", else "`tilth stop`" (never the stored text
+        itself, which anyone with the broker could write); None without one."""
+        asked = self.redis.get(self.key("stop", session_id))
+        if asked is None:
+            return None
+        return "the dashboard" if asked == b"dashboard" else "`tilth stop`"
+
     def clear_stop(self, session_id: str) -> None:
         self.redis.delete(self.key("stop", session_id))
 
