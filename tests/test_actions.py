@@ -160,3 +160,12 @@ def test_a_dispatched_session_is_stopped_from_the_dashboard_through_the_broker(c
     assert cluster.wait("t1").returncode == 3
     record = json.loads(cluster.file("t1", "session.json"))
     assert record["state"] == "stopped" and "stop requested on the dashboard" in record["reason"], record
+
+
+def test_the_package_offers_every_action_by_name():
+    import tilth.actions
+
+    offered = {name: getattr(tilth.actions, name) for name in tilth.actions.__all__}
+    assert all(callable(thing) for thing in offered.values()) and set(offered) == set(tilth.actions.WHERE)
+    with pytest.raises(AttributeError):
+        tilth.actions.nothing_of_the_kind  # noqa: B018
