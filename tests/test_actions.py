@@ -103,7 +103,7 @@ def test_a_plan_replaced_from_the_dashboard_must_be_valid_and_still_the_one_edit
 
 
 @pytest.mark.slow
-def test_an_answer_from_the_dashboard_puts_the_parked_task_back_and_the_supervisor_finishes_it(here, daemon):
+def test_an_answer_from_the_dashboard_puts_the_parked_task_back_and_the_supervisor_finishes_it(daemon, here):
     parked(here)
     done = answer_question(here.home, "s1", "Move to v2.", by="dashboard")  # the one parked task
     assert done.events == ("acted", "task_answered", "session_queued"), done
@@ -119,7 +119,7 @@ def test_an_answer_from_the_dashboard_puts_the_parked_task_back_and_the_supervis
 
 
 @pytest.mark.slow
-def test_a_stop_from_the_dashboard_is_in_the_journal_before_the_runner_ends(here, daemon):
+def test_a_stop_from_the_dashboard_is_in_the_journal_before_the_runner_ends(daemon, here):
     daemon.start("s1", [task("T-1"), task("T-2")], daemon.held("s1", "T-1"))
     daemon.reached("s1", "T-1")
     done = stop_session(here.home, "s1", by="dashboard")

@@ -141,6 +141,7 @@ def note_dispatched(found: Found, session_id: str, text: str, task_id: str | Non
 
 
 def resume_dispatched(found: Found, session_id: str, by: str) -> Acted:
+    """Queued again for a worker; `by` is not kept (a job carries only what it runs)."""
     from tilth.dispatch.submit import resume_dispatched as requeue
 
     broker, state = found
