@@ -139,6 +139,18 @@ def test_a_stop_from_the_dashboard_is_in_the_journal_before_the_runner_ends(daem
     assert [e["data"]["action"] for e in acted(here)] == ["stop", "resume"]
 
 
+@pytest.mark.slow
+def test_a_scheduled_session_stopped_from_the_dashboard_says_so(daemon, here):
+    daemon.start("s1", [task("T-1")], None, "--at", "2099-01-01T00:00:00Z")
+    done = stop_session(here.home, "s1", by="dashboard")
+    assert done.events == ("session_stopped", "acted") and "it is stopped now" in done.what
+    record = daemon.record("s1")
+    assert record["state"] == "stopped" and record["reason"] == "stopped on the dashboard before it ran"
+    [stopped] = daemon.events("s1", "session_stopped")
+    assert stopped["data"]["by"] == "dashboard"
+    assert [e["data"] for e in acted(here)] == [{"action": "stop", "by": "dashboard", "now": False}]
+
+
 @pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_dispatched_session_is_stopped_from_the_dashboard_through_the_broker(cluster, monkeypatch):  # noqa: F811

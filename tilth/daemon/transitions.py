@@ -35,8 +35,8 @@ document(
                             "over; data: paused_until (as recorded; null or unreadable counts as over), reason "
                             "(the pause's)",
         "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume, or a "
-                           "paused one), or killed its runner with --now; data: now, pid, by (cli|dashboard: who stopped it; absent "
-                           "when the supervisor did)",
+                           "paused one), or killed its runner with --now; data: now, pid, by (cli|dashboard: who "
+                           "stopped it; absent when the supervisor did)",
     }
 )
 
@@ -196,13 +196,19 @@ def requeue_answered(paths: SessionPaths) -> bool:
                   resume=False) is not None
 
 
+def stopper(by: str | None, now: bool = False) -> str:
+    """Who stopped a session, as its reason says: `tilth stop` (the CLI, and the supervisor's own
+    stop of a runner it killed) or the dashboard."""
+    return "on the dashboard" if by == "dashboard" else "by `tilth stop --now`" if now else "by `tilth stop`"
+
+
 def cancel_auto_resume(paths: SessionPaths, by: str = "cli") -> SessionRecord | None:
     """`tilth stop` on a crashed session waiting for its auto-resume: stopped, not resumed."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if record.state != SessionState.crashed or not record.auto_resume_at:
             return None
         return {"state": SessionState.stopped, "pid": None, "auto_resume_at": None,
-                "reason": f"auto-resume cancelled by `tilth stop` ({record.reason})"}
+                "reason": f"auto-resume cancelled {stopper(by)} ({record.reason})"}
 
     return change(paths, "cli", decide, "session_stopped", now=False, pid=None, by=by)
 
@@ -212,7 +218,8 @@ def cancel_pause(paths: SessionPaths, by: str = "cli") -> SessionRecord | None:
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if record.state != SessionState.paused:
             return None
-        return {"state": SessionState.stopped, "pid": None, "reason": "stopped while paused"}
+        return {"state": SessionState.stopped, "pid": None,
+                "reason": "stopped while paused" + ("" if by == "cli" else f" ({stopper(by)})")}
 
     return change(paths, "cli", decide, "session_stopped", now=False, pid=None, by=by)
 
@@ -221,7 +228,7 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
                  role: str = "cli", by: str | None = None) -> SessionRecord | None:
     """A queued session, or one whose runner was killed (`--now`), becomes stopped (resumable)."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
-        why = "runner killed by `tilth stop --now`" if now else "stopped by `tilth stop` before it ran"
+        why = f"runner killed {stopper(by, now)}" if now else f"stopped {stopper(by)} before it ran"
         if record.state not in states:
             return None
         return {"state": SessionState.stopped, "pid": None, "reason": why, "auto_resume_at": None}
