@@ -181,3 +181,19 @@ def test_the_package_offers_every_action_by_name():
     assert all(callable(thing) for thing in offered.values()) and set(offered) == set(tilth.actions.WHERE)
     with pytest.raises(AttributeError):
         tilth.actions.nothing_of_the_kind  # noqa: B018
+
+
+def test_a_persons_action_between_runs_is_not_running_time(tmp_path):
+    from tilth.store.rollup import rebuild
+    from tilth.views.tally import running_seconds
+
+    def at(clock: str, kind: str, **data) -> dict:
+        return {"ts": f"2026-01-01T{clock}.000Z", "type": kind, "task": None, "iter": None, "data": data}
+
+    events = [at("00:00:00", "session_started"), at("00:00:10", "task_started"),  # then killed: no end
+              at("01:00:00", "acted", action="resume", by="dashboard"),
+              at("01:00:01", "session_started"), at("01:00:06", "session_end", state="done")]
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert running_seconds(events) == 15.0
+    assert rebuild(log).clock.seconds() == 15.0
