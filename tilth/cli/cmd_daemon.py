@@ -13,7 +13,6 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 m
 if TYPE_CHECKING:
     from pathlib import Path
 
-
 # Each handler imports what it uses: daemon.supervisor brings apscheduler, views.follow
 # watchfiles, store.session pydantic; none of them may load for `tilth --help`.
 
