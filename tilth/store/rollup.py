@@ -46,11 +46,11 @@ FILE_NAME = "summary.json"
 EDGE_BYTES = 256
 READ_BYTES = 8 << 20
 CONCERN_CHARS = 500
-OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped",
+OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped", "acted",
                "session_unpaused", "doctor_repaired", "doctor_crashed"}
-"""Written by `tilth start`, `tilth stop`, `tilth doctor --fix` or the supervisor, never by a runner: they do not extend
-a run (a crash noticed an hour later did not run for that hour, nor did a run paused by a usage
-limit run while it waited). `views/tally.running_seconds` too."""
+"""Written by `tilth start`, `tilth stop`, a person's action (`acted`), `tilth doctor --fix` or the supervisor, never by
+a runner: they do not extend a run (a crash noticed an hour later did not run for that hour, nor did a run paused by a
+usage limit run while it waited). `views/tally.running_seconds` too."""
 SAVE_ALWAYS = {"session_started", "session_end", "session_report"}
 SAVE_AT_TASK_END = {"task_done", "task_failed", "task_parked"}
 TAIL_BYTES = 64 << 10
