@@ -5,7 +5,7 @@ created to run in the caller's process (`foreground`), or dispatched to a worker
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tilth.actions.acted import Acted, check_by, record_act
 from tilth.core.errors import BadInput
