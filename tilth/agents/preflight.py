@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilth.agents.backends.openai_sdk import import_openai
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 
@@ -45,7 +46,7 @@ def endpoints(settings: Settings) -> list[Endpoint]:
 
 def preflight(settings: Settings) -> None:
     """Raise BadInput (one line) when an endpoint clearly cannot serve this session."""
-    import openai
+    openai = import_openai()
 
     listed: dict[tuple[str, str], set[str] | None] = {}
     eps = endpoints(settings)
@@ -71,7 +72,7 @@ def _key_var(ep: Endpoint) -> str:
 
 def _models(client, ep: Endpoint) -> set[str] | None:
     """The ids the endpoint lists, or None when it has no model list to ask."""
-    import openai
+    openai = import_openai()
 
     try:
         return {m.id for m in client.models.list()}
@@ -87,7 +88,7 @@ def _models(client, ep: Endpoint) -> set[str] | None:
 
 def _missing(client, ep: Endpoint) -> bool:
     """The list lacks the model: only the server's own `model not found` on `/models/<id>` settles it."""
-    import openai
+    openai = import_openai()
 
     try:
         client.models.retrieve(ep.model)
