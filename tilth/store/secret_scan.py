@@ -2,8 +2,8 @@
 
 detect-secrets is imported on first use (about 0.3 s), so only a process that scans pays for it;
 `requests`, which its plugins import for `verify` alone, is never loaded (`core/deferred.py`).
-Its plugins are used directly, never its `scan_*` entry points: those keep global settings, and a plugin's `verify` would send a found key to its
-provider; here nothing found ever leaves the process.
+Its plugins are used directly, never its `scan_*` entry points: those keep global settings, and a
+plugin's `verify` would send a found key to its provider; here nothing found ever leaves the process.
 
 Which detectors, and why (AGENTS.md, Dependencies):
 - every format detector (`RegexBasedDetector`: GitHub, GitLab, AWS key ids and quoted secret keys,
