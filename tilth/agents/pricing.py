@@ -58,7 +58,15 @@ def rates_for(settings: Settings, model: str, base_url: str | None = None) -> Ra
         return Rates(price.prompt, price.completion,
                      price.prompt if price.cached_prompt is None else price.cached_prompt,
                      price.prompt if price.cache_write is None else price.cache_write, "config")
-    return library_rates(model, provider_url(base_url))
+    key = (model, provider_url(base_url))
+    if model and key not in _LIBRARY:
+        look_up([key, *library_keys(settings)])  # one child for every model the session uses
+    return library_rates(*key)
+
+
+def library_keys(settings: Settings) -> list[tuple[str, str | None]]:
+    """(model, provider URL) of each configured model `[prices]` does not price: what the library is asked."""
+    return [(model, provider_url(url)) for model, url, _ in configured_models(settings) if model not in settings.prices]
 
 
 def provider_url(base_url: str | None) -> str | None:
@@ -121,7 +129,7 @@ def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
 def unpriced(settings: Settings) -> list[tuple[str, str]]:
     """(model, how it is named) of the configured models neither `[prices]` nor the library prices."""
     models = configured_models(settings)
-    look_up([(model, provider_url(url)) for model, url, _ in models if model not in settings.prices])
+    look_up(library_keys(settings))
     return [(model, named) for model, url, named in models if not model or rates_for(settings, model, url) is None]
 
 
