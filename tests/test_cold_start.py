@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from json import dumps
+from json import dumps, loads
 from pathlib import Path
 
 import pytest
@@ -132,3 +132,75 @@ def test_commands_that_only_look_read_sessions_without_pydantic(home_with_sessio
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
     assert not heavy(modules, READ_ONLY), f"`tilth {' '.join(args)}` imports {heavy(modules, READ_ONLY)}"
+
+
+RUN_NEVER = ("genai_prices", "requests", "urllib3", "charset_normalizer", "openai.types.responses.response",
+             "openai.types.eval_create_params", "rich", "watchfiles", "apscheduler", "starlette", "uvicorn",
+             "apprise", "rq", "redis")
+"""Never imported by a foreground session on the `openai` backend (bench/overhead.py's session
+peak RSS): genai-prices answers in a child process (`agents/price_library.py`), detect-secrets'
+`requests` stays a stand-in (`core/deferred.py`), the SDK's type packages load per name asked
+for (`agents/backends/openai_sdk.py`), and nothing of the dashboard, supervisor or dispatch."""
+
+
+def test_the_run_path_imports_only_what_it_uses() -> None:
+    """The fast tier's check: the run loop's modules, one secret scan and the SDK's client with its
+    chat resource, in a fresh interpreter (a price asked for: the session test below)."""
+    code = ("import sys, tilth.run.loop, tilth.run.create\n"
+            "from tilth.store.secret_scan import find_secrets\n"
+            "assert find_secrets('token = ghp_' + 'a1B2c3D4e5' * 4)\n"
+            "from tilth.agents.backends.chat import sdk_client\n"
+            "assert sdk_client('http://127.0.0.1:9/v1', 'sk-test', 5.0).chat.completions\n"
+            "print('\\n'.join(sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    modules = set(done.stdout.split()) - {"requests"}  # the stand-in is in sys.modules; what it would load is not
+    assert {"openai", "openai.resources.chat.completions.completions", "detect_secrets", "pygit2"} <= modules
+    assert not heavy(modules, RUN_NEVER), heavy(modules, RUN_NEVER)
+
+
+@pytest.mark.slow
+def test_a_run_imports_only_what_it_uses(tmp_path: Path) -> None:
+    from fake_openai import FakeOpenAI, call, reply
+
+    def model(body: dict) -> dict:
+        if body.get("model") == "evaluator":
+            return reply(tool_calls=[call("submit_verdict", verdict="accept", category="none", concern="",
+                                          evidence=["a.txt"], next_step="")])
+        if not body.get("tools"):
+            return reply("NONE")
+        if not any(m.get("role") == "tool" for m in body["messages"]):
+            return reply(tool_calls=[call("write_file", path="a.txt", content="1\n")])
+        return reply(tool_calls=[call("submit_case", summary="wrote a.txt",
+                                      criteria=[{"criterion": "T-1", "evidence": "a.txt"}])])
+
+    repo, plan = make_repo(tmp_path / "repo"), tmp_path / "prd.json"
+    plan.write_text(dumps([task("T-1")]))
+    with FakeOpenAI() as server:
+        server.set_handler(model)
+        env = {**env_for(tmp_path / "home"), "TILTH_SANDBOX": "off", "TILTH_PREFLIGHT": "false",
+               "TILTH_BASE_URL": server.base_url, "TILTH_API_KEY": "sk-test", "TILTH_WORKER_MODEL": "gpt-4o-mini",
+               "TILTH_EVALUATOR_MODEL": "evaluator", "TILTH_FINAL_REVIEW": "false"}
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "tilth", "start", "--repo", str(repo),
+                                 "--prd", str(plan), "--id", "s1", "--foreground"],
+                                env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    modules = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+               if line.startswith("import time:") and "|" in line}
+    assert {"openai", "openai.resources.chat.completions.completions", "detect_secrets", "pygit2"} <= modules
+    assert not heavy(modules, RUN_NEVER), heavy(modules, RUN_NEVER)
+    events = [loads(line) for line in (tmp_path / "home" / "sessions" / "s1" / "events.jsonl").read_text().splitlines()]
+    priced = [e["data"] for e in events if e["type"] == "model_call" and e["data"].get("model") == "gpt-4o-mini"]
+    assert priced and all(d["cost_source"] == "price_table" for d in priced), priced  # the child's answer
+
+
+def test_deferred_module_runs_its_body_on_first_use() -> None:
+    """`core/deferred.py` in a fresh interpreter: `import requests` binds the stand-in without urllib3;
+    reading an attribute runs the real module, and the annotation-only placeholder gives way to the real class."""
+    code = ("import sys; from tilth.core.deferred import defer; defer('requests', annotation_only=('Response',)); "
+            "import requests; assert 'urllib3' not in sys.modules, 'loaded on import'; "
+            "assert requests.Response.__module__ == 'requests'; assert 'urllib3' not in sys.modules; "
+            "assert requests.codes.ok == 200 and 'urllib3' in sys.modules; "
+            "assert requests.Response.__module__ == 'requests.models'; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr

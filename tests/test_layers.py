@@ -171,9 +171,14 @@ def test_the_cycle_check_sees_a_deferred_cycle(tmp_path: Path) -> None:
 
 
 def test_every_module_says_its_job() -> None:
+    """Every module has a docstring, and its first line is a phrase of its own (at least four words)
+    saying the module's one job, not a bare title."""
     silent = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
               if not (ast.get_docstring(ast.parse(p.read_text())) or "").strip()]
     assert not silent, f"modules without a docstring saying their one job: {silent}"
+    terse = [str(p.relative_to(ROOT)) for p in sorted(ROOT.rglob("*.py"))
+             if len(ast.get_docstring(ast.parse(p.read_text())).strip().splitlines()[0].split()) < 4]  # type: ignore[union-attr]
+    assert not terse, f"modules whose docstring's first line does not say their job: {terse}"
 
 
 def test_no_two_modules_share_a_file_name() -> None:

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from tilth.actions.acted import Acted, changeable, check_by, record_act
 from tilth.core.errors import BadInput, SessionBusy, TilthError
 from tilth.git import gitcli
-from tilth.git.gitops import open_source_repo, remove_worktree
+from tilth.git.worktrees import open_source_repo, remove_worktree
 from tilth.git.worktree_git import has_uncommitted, session_git_dir, worktree_name
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import fsync_dir

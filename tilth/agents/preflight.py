@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from tilth.agents.backends.openai_sdk import import_openai
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 
@@ -51,7 +52,7 @@ def preflight(settings: Settings, progress: Callable[[str], None] | None = None)
     if eps and progress is not None:  # said before the SDK's import, which takes seconds of its own
         urls = ", ".join(dict.fromkeys(e.url for e in eps))
         progress(f"preflight: asking {urls} for the model list (up to {TIMEOUT_S:g}s; {SKIP})")
-    import openai
+    openai = import_openai()
 
     listed: dict[tuple[str, str], set[str] | None] = {}
     for ep in eps:
@@ -76,7 +77,7 @@ def _key_var(ep: Endpoint) -> str:
 
 def _models(client, ep: Endpoint) -> set[str] | None:
     """The ids the endpoint lists, or None when it has no model list to ask."""
-    import openai
+    openai = import_openai()
 
     try:
         return {m.id for m in client.models.list()}
@@ -92,7 +93,7 @@ def _models(client, ep: Endpoint) -> set[str] | None:
 
 def _missing(client, ep: Endpoint) -> bool:
     """The list lacks the model: only the server's own `model not found` on `/models/<id>` settles it."""
-    import openai
+    openai = import_openai()
 
     try:
         client.models.retrieve(ep.model)

@@ -4,19 +4,23 @@ never started); and which configured models have no price at all.
 
 Token counts follow the OpenAI convention: `prompt` includes the `cached` (read from the provider's
 prompt cache) and `cache_write` tokens, each priced at its own rate; a config price without a
-`cached_prompt` or `cache_write` rate charges those at the prompt rate. genai-prices is imported
-only when a model is not in `[prices]`, so the read-only commands never load it.
+`cached_prompt` or `cache_write` rate charges those at the prompt rate. genai-prices is asked
+only about a model not in `[prices]`, and in a child process (`price_library.py`), so its table
+never stays in a session's memory and the read-only commands never load it.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
-from functools import lru_cache
 
+import orjson
+
+from tilth.agents.price_library import MILLION, rates_here
 from tilth.core.config import PRESETS, Price, Settings
 from tilth.core.errors import BadInput
 
-MILLION = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -54,43 +58,53 @@ def rates_for(settings: Settings, model: str, base_url: str | None = None) -> Ra
         return Rates(price.prompt, price.completion,
                      price.prompt if price.cached_prompt is None else price.cached_prompt,
                      price.prompt if price.cache_write is None else price.cache_write, "config")
-    return library_rates(model, PRESETS.get(base_url or "", base_url or "") or None)
+    key = (model, provider_url(base_url))
+    if model and key not in _LIBRARY:
+        look_up([key, *library_keys(settings)])  # one child for every model the session uses
+    return library_rates(*key)
 
 
-@lru_cache(maxsize=256)
+def library_keys(settings: Settings) -> list[tuple[str, str | None]]:
+    """(model, provider URL) of each configured model `[prices]` does not price: what the library is asked."""
+    return [(model, provider_url(url)) for model, url, _ in configured_models(settings) if model not in settings.prices]
+
+
+def provider_url(base_url: str | None) -> str | None:
+    """The endpoint as the library is told it (a preset's name becomes its URL)."""
+    return PRESETS.get(base_url or "", base_url or "") or None
+
+
+_LIBRARY: dict[tuple[str, str | None], Rates | None] = {}
+"""genai-prices' answers so far in this process, by (model, provider URL)."""
+
+
 def library_rates(model: str, base_url: str | None = None) -> Rates | None:
-    """genai-prices' rates for the model (the provider found from the endpoint URL when it knows
-    it, else from the model name; an `org/model` name also as `model` at `org`)."""
+    """genai-prices' rates for the model (`price_library.rates_here` says how it is found)."""
     if not model:
         return None
-    import genai_prices  # imported here: its data module is large, and only a run that prices a call needs it
-
-    attempts: list[dict] = []
-    if base_url:
-        attempts.append({"provider_api_url": base_url})
-    attempts.append({})
-    if "/" in model:
-        org, _, name = model.partition("/")
-        attempts.append({"provider_id": org, "model": name})
-    for attempt in attempts:
-        ref = attempt.pop("model", model)
-        try:
-            per_million = {kind: float(genai_prices.calc_price(genai_prices.Usage(**usage), ref, **attempt).total_price)
-                           for kind, usage in _UNIT_USAGE.items()}
-        except (LookupError, ValueError):
-            continue
-        return Rates(per_million["prompt"], per_million["completion"], per_million["cached_prompt"],
-                     per_million["cache_write"], "genai-prices")
-    return None
+    look_up([(model, base_url)])
+    return _LIBRARY[(model, base_url)]
 
 
-_UNIT_USAGE = {
-    "prompt": {"input_tokens": MILLION},
-    "completion": {"output_tokens": MILLION},
-    "cached_prompt": {"input_tokens": MILLION, "cache_read_tokens": MILLION},
-    "cache_write": {"input_tokens": MILLION, "cache_write_tokens": MILLION},
-}
-"""A million tokens of each kind, priced once per model (tiered prices: the first tier's rate)."""
+def look_up(keys: list[tuple[str, str | None]]) -> None:
+    """Ask genai-prices once for every (model, provider URL) not asked yet, in a child process
+    (`agents/price_library.py`: the library's table never stays in this one); when the child
+    cannot answer, here."""
+    todo = list(dict.fromkeys(key for key in keys if key[0] and key not in _LIBRARY))
+    if not todo:
+        return
+    try:
+        # -I: neither the current directory nor PYTHON* variables decide what this child imports
+        done = subprocess.run([sys.executable, "-I", "-m", "tilth.agents.price_library"], input=orjson.dumps(todo),
+                              capture_output=True, timeout=120, check=True, cwd="/")
+        answers = orjson.loads(done.stdout)
+        if not (isinstance(answers, list) and len(answers) == len(todo)
+                and all(a is None or (isinstance(a, list) and len(a) == 4) for a in answers)):
+            raise ValueError(f"{len(todo)} models asked, {done.stdout[:200]!r} answered")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        answers = [rates_here(model, url) for model, url in todo]
+    for key, rates in zip(todo, answers):
+        _LIBRARY[key] = Rates(*map(float, rates), "genai-prices") if rates else None
 
 
 def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
@@ -114,8 +128,9 @@ def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
 
 def unpriced(settings: Settings) -> list[tuple[str, str]]:
     """(model, how it is named) of the configured models neither `[prices]` nor the library prices."""
-    return [(model, named) for model, url, named in configured_models(settings)
-            if not model or rates_for(settings, model, url) is None]
+    models = configured_models(settings)
+    look_up(library_keys(settings))
+    return [(model, named) for model, url, named in models if not model or rates_for(settings, model, url) is None]
 
 
 def check_priced(settings: Settings) -> list[str]:

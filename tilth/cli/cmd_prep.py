@@ -183,7 +183,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     from tilth.core.clock import iso, utc_now
     from tilth.core.config import load_settings
     from tilth.views.figures import plural
-    from tilth.git.gitops import open_source_repo
+    from tilth.git.worktrees import open_source_repo
     from tilth.store.events import EventLog
     from tilth.store.home import tilth_home
     from tilth.store.jsonio import write_atomic

@@ -17,7 +17,7 @@ def repository(given: str | None) -> Path:
 
     if given:
         return Path(given).expanduser()
-    from tilth.git.gitops import open_source_repo
+    from tilth.git.worktrees import open_source_repo
 
     here = Path.cwd()
     try:

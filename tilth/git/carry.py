@@ -28,7 +28,8 @@ import pygit2
 from tilth.core.errors import TilthError
 from tilth.git import worktree_git
 from tilth.git.gitcli import GitFailed, run, telling_line
-from tilth.git.gitops import readd_worktree, signature, worktree_admin_dir
+from tilth.git.gitops import signature
+from tilth.git.worktrees import readd_worktree, worktree_admin_dir
 from tilth.git.worktree_git import session_git_dir, worktree_name
 
 FILES_REF = "refs/tilth/sessions/{}"

@@ -1,5 +1,5 @@
 """The git side of parallel tasks: each lane's worktree and branch (made and removed through
-`gitops.create_worktree`/`remove_worktree`, opened by their admin dir like the session's), a
+`worktrees.create_worktree`/`remove_worktree`, opened by their admin dir like the session's), a
 lane's one commit picked onto the session head as a three-way merge of trees (a cherry-pick, never
 a merge commit), and the session worktree set to exactly a tree while the merge queue checks it.
 
@@ -16,7 +16,8 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import CheckoutStrategy, ResetMode
 
-from tilth.git.gitops import create_worktree, open_worktree, remove_worktree
+from tilth.git.gitops import open_worktree
+from tilth.git.worktrees import create_worktree, remove_worktree
 from tilth.git.worktree_git import common_git_dir
 
 BRANCH_PREFIX = "tilth-lane"

@@ -37,21 +37,31 @@ def worktree_name(session_id: str) -> str:
     return f"tilth-{session_id}"
 
 
+def common_of(git_dir: Path) -> Path:
+    """The git directory shared by every worktree, from one worktree's own git dir (its `commondir`
+    file names the shared one) or from the shared one itself."""
+    marker = git_dir / "commondir"
+    return (git_dir / marker.read_text().strip()).resolve() if marker.is_file() else git_dir.resolve()
+
+
 def common_git_dir(repo: str | Path) -> Path:
     """The git directory shared by every worktree of the user's repository at `repo`."""
     marker = Path(repo) / ".git"
     if marker.is_dir():
         return marker.resolve()
     if marker.is_file():  # the user's checkout is itself a linked worktree
-        own = (marker.parent / marker.read_text().strip().removeprefix("gitdir:").strip()).resolve()
-        common = own / "commondir"
-        return (own / common.read_text().strip()).resolve() if common.is_file() else own
+        return common_of((marker.parent / marker.read_text().strip().removeprefix("gitdir:").strip()).resolve())
     return Path(repo).resolve()  # a bare repository: the repo path is the git dir
+
+
+def admin_dir(common: Path, name: str) -> Path:
+    """Where git keeps the worktree registered as `name` (its HEAD, index, `gitdir`), under the common git dir."""
+    return common / "worktrees" / name
 
 
 def session_git_dir(repo: str | Path, session_id: str) -> Path:
     """The admin dir of a session's worktree: where its HEAD and index live, in the user's repository."""
-    return common_git_dir(repo) / "worktrees" / worktree_name(session_id)
+    return admin_dir(common_git_dir(repo), worktree_name(session_id))
 
 
 def config_args() -> list[str]:

@@ -28,8 +28,10 @@ from tilth.core.errors import BadInput, DiskFull, TilthError
 from tilth.core.faults import checkpoint
 from tilth.core.travel import keys_in_use, session_view
 from tilth.git.worktree_git import worktree_name
-from tilth.git.gitops import (GitError, check_checkout, check_writable, create_worktree, open_source_repo,
-                              reclaim_worktree, remove_worktree, resolve_commit)
+from tilth.git.gitops import GitError
+from tilth.git.worktrees import (check_checkout, check_writable, create_worktree, open_source_repo, reclaim_worktree,
+                                 remove_worktree,
+                                 resolve_commit)
 from tilth.store.creating import CreationIntent, Staging, begin, claim_orphans
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths, check_session_id, ensure_home, session_paths, tilth_home

@@ -19,7 +19,8 @@ import os
 
 from tilth.core.errors import BadInput
 from tilth.core.processes import proc_stat
-from tilth.git.gitops import GitError, open_repo
+from tilth.git.gitops import GitError
+from tilth.git.worktrees import open_repo
 from tilth.run.doctor_branch import (check_branch, check_git_locks, check_ledger, check_progress, check_statuses,
                                      check_worktree)
 from tilth.run.doctor_lanes import check_lanes

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, read_task_commit
-from tilth.git.gitops import (branch_tip, chain_from, commit_at, common_dir, descends_from, registered_worktree,
-                              worktree_admin_dir, worktree_head)
+from tilth.git.gitops import branch_tip, chain_from, commit_at, descends_from
+from tilth.git.worktrees import common_dir, registered_worktree, worktree_head
 from tilth.git.worktree_git import command_line, session_git_dir, worktree_name
 from tilth.run.doctor_findings import DUPLICATES_SUFFIX, OK, PERSON, PROBLEM, Diagnosis
 from tilth.store.answers import is_answered
@@ -117,7 +117,7 @@ def check_worktree(d: Diagnosis, repo) -> None:
 def check_git_locks(d: Diagnosis, repo) -> None:
     if d.holder is not None:  # a live runner's git writes take these locks
         return
-    admin = worktree_admin_dir(repo, worktree_name(d.record.id))
+    admin = session_git_dir(d.record.repo, d.record.id)
     stale = [p for p in (admin / "index.lock", admin / "HEAD.lock",
                          common_dir(repo) / "refs" / "heads" / f"{d.record.branch}.lock") if p.exists()]
     if stale:

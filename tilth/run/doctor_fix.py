@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tilth.git.gitops import check_readable, clear_stale_locks, open_repo, open_worktree, readd_worktree
+from tilth.git.gitops import check_readable, clear_stale_locks, open_worktree
+from tilth.git.worktrees import open_repo, readd_worktree
 from tilth.git.worktree_git import session_git_dir, worktree_name
 from tilth.run.doctor import diagnose, torn_lines
 from tilth.run.doctor_findings import (DUPLICATES_SUFFIX, PERSON, PROBLEM, RECONCILED, REPAIRED, TORN_SUFFIX,

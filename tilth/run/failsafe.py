@@ -12,7 +12,8 @@ import os
 
 from tilth.core.diskspace import is_disk_full, no_space
 from tilth.core.errors import DiskFull, TilthError
-from tilth.git.gitops import GitError, objects_dir
+from tilth.git.gitops import GitError
+from tilth.git.worktrees import objects_dir
 from tilth.git.integrity import git_failure
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import naming

@@ -1,9 +1,9 @@
 """Find secrets in text with detect-secrets' detectors: where each is and what kind.
 
-detect-secrets is imported on first use (about 0.3 s with `requests`, which its plugins pull in),
-so only a process that scans pays for it. Its plugins are used directly, never its `scan_*`
-entry points: those keep global settings, and a plugin's `verify` would send a found key to its
-provider; here nothing found ever leaves the process.
+detect-secrets is imported on first use (about 0.3 s), so only a process that scans pays for it;
+`requests`, which its plugins import for `verify` alone, is never loaded (`core/deferred.py`).
+Its plugins are used directly, never its `scan_*` entry points: those keep global settings, and a
+plugin's `verify` would send a found key to its provider; here nothing found ever leaves the process.
 
 Which detectors, and why (AGENTS.md, Dependencies):
 - every format detector (`RegexBasedDetector`: GitHub, GitLab, AWS key ids and quoted secret keys,
@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterator
+
+from tilth.core.deferred import defer
 
 SKIPPED = {"IPPublicDetector"}
 """Format detectors left out: an IP address is not a secret."""
@@ -52,6 +54,7 @@ class Finding:
 
 @lru_cache(maxsize=1)
 def _detectors() -> tuple[list[tuple[str, re.Pattern[str], bool]], Any, Any, Any, tuple[Any, ...]]:
+    defer("requests", annotation_only=("Response",))  # its plugins use it in `verify` alone, never called
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.filters import heuristic
     from detect_secrets.plugins import keyword

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from tilth.agents.accounting import Meter, Usage, call_cost
+from tilth.agents.backends.openai_sdk import import_openai
 from tilth.agents.protocol import UsageLimited
 from tilth.core.clock import utc_now
 from tilth.core.config import Settings
@@ -81,7 +82,7 @@ def _retry_after(exc: Exception) -> float | None:
 
 def _classify(exc: Exception) -> tuple[str, int | None, bool]:
     """(outcome, http status, retryable)"""
-    import openai
+    openai = import_openai()
 
     if isinstance(exc, openai.APITimeoutError):
         return "timeout", None, True
@@ -105,7 +106,7 @@ def sdk_client(base_url: str, api_key: str, timeout: float) -> Any:
     (reading the CA bundle, ~45 ms) and a new connection, which every job would otherwise pay."""
     key = (base_url, api_key, timeout)
     if key not in _SDK_CLIENTS:
-        import openai  # imported here: it costs most of a second, and most tilth processes never call a model
+        openai = import_openai()  # imported here: it costs most of a second, and most tilth processes never call a model
 
         _SDK_CLIENTS[key] = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
     return _SDK_CLIENTS[key]
@@ -114,7 +115,7 @@ def sdk_client(base_url: str, api_key: str, timeout: float) -> Any:
 class ChatClient:
     def __init__(self, role: str, settings: Settings, meter: Meter, events: EventLog):
         self.role, self.settings, self.meter, self.events = role, settings, meter, events
-        import openai
+        openai = import_openai()
 
         self._errors = (openai.OpenAIError, ValueError)
         self.base_url, api_key, self.model = settings.endpoint(role)
