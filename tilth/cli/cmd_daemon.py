@@ -1,5 +1,5 @@
-"""Command-line handlers for the supervisor: `tilth daemon`, `stop`, `wait`, `logs`, and
-the hand-over used by `tilth start` / `tilth resume` without --foreground."""
+"""Command-line handlers for the supervisor: `tilth daemon`, `stop` (`actions/stopping.py`), `wait`,
+`logs`."""
 
 from __future__ import annotations
 
@@ -8,47 +8,14 @@ import os
 import sys
 
 from tilth.cli.pick import ID_HELP, pick_paths, pick_session
-from tilth.cli.stderr import say
-from tilth.core.errors import BadInput
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tilth.core.config import Settings
-    from tilth.daemon.handoff import Handed
-    from tilth.store.home import SessionPaths
 
 # Each handler imports what it uses: daemon.supervisor brings apscheduler, views.follow
 # watchfiles, store.session pydantic; none of them may load for `tilth --help`.
-
-
-def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | None = None) -> int:
-    from tilth.daemon.handoff import submit
-
-    handed = submit(paths, reason, resume, start_at, wait=reason != "start")
-    print_handed(handed)
-    return 0
-
-
-def supervisor_sees_keys(home: Path, settings: Settings) -> None:
-    """Before a session is handed over: a running supervisor lacking a key this shell gives the
-    session is refused (keys never travel with a session); other differences are warned of."""
-    from tilth.core.travel import keys_in_use
-    from tilth.daemon.control import environment_differences, holder, missing_keys
-
-    info = holder(home)
-    if info is None:
-        return  # the supervisor is started from this shell, with its environment
-    missing = missing_keys(info, keys_in_use(settings))
-    if missing:
-        names = " and ".join(missing)
-        where = f"put it in {home / 'config.toml'}, or " if all(n.startswith("TILTH_") for n in missing) else ""
-        raise BadInput(f"the running supervisor (pid {info.get('pid')}) was started without {names}, which this "
-                       f"session needs and which is never written to disk: {where}"
-                       "`tilth daemon stop` and start again from this shell")
-    for line in environment_differences(info):
-        say(line)
 
 
 def revive_supervisor(home: Path) -> None:
@@ -58,15 +25,6 @@ def revive_supervisor(home: Path) -> None:
     line = revive(home)
     if line:
         print(line, file=sys.stderr)
-
-
-def print_handed(h: Handed) -> None:
-    when = f"scheduled for {h.start_at}" if h.start_at else "queued"
-    how = "started" if h.started_supervisor else "running"
-    print(f"session {h.session_id} {when}; supervisor pid {h.supervisor_pid} ({how})")
-    print(f"  follow it:    tilth logs {h.session_id} -f")
-    print(f"  wait for it:  tilth wait {h.session_id}")
-    print("  all sessions: tilth status")
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
@@ -132,14 +90,11 @@ def daemon_status(home) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from tilth.cli import cmd_dispatch
-    from tilth.daemon.handoff import stop_session
+    from tilth.actions.stopping import stop_session
+    from tilth.cli.show_acted import show
+    from tilth.store.home import tilth_home
 
-    if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.stop(found, args.id)
-    paths, _ = pick_session(args.id)
-    print(stop_session(paths, now=args.now))
-    return 0
+    return show(stop_session(tilth_home(), args.id or pick_paths(None).id, by="cli", now=args.now))
 
 
 def cmd_wait(args: argparse.Namespace) -> int:

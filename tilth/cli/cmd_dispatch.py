@@ -1,5 +1,6 @@
-"""`tilth worker`, and `start/status/logs/wait/stop/resume` for sessions dispatched through the
-broker (`[dispatch]` in config.toml): a session not on this machine is looked up there."""
+"""`tilth worker`, and `start/status/logs/wait` for sessions dispatched through the broker (`[dispatch]`
+in config.toml): a session not on this machine is looked up there (`actions/remote.py`, which also
+answers, notes, stops and resumes one)."""
 
 from __future__ import annotations
 
@@ -10,86 +11,20 @@ from typing import Any
 
 from tilth.core.errors import BadInput
 
-WAIT_EXIT = {"done": 0, "failed": 1, "refused": 1, "stopped": 3, "crashed": 3, "waiting": 5}
-
-
-def dispatch_settings():
-    """`[dispatch]` from config.toml; a config without the word is answered without loading settings."""
-    from tilth.store.home import tilth_home
-
-    config = tilth_home() / "config.toml"
-    try:
-        if b"dispatch" not in config.read_bytes():
-            return None
-    except OSError:
-        return None
-    from tilth.core.config import load_settings
-
-    return load_settings(tilth_home()).dispatch
-
-
 def broker_or_none():
     """The broker when `[dispatch]` is configured, else None."""
-    dispatch = dispatch_settings()
-    if dispatch is None:
-        return None
-    from tilth.dispatch.broker import Broker
+    from tilth.actions.remote import broker_or_none as configured
+    from tilth.store.home import tilth_home
 
-    return Broker(dispatch)
-
-
-def ended(broker, session_id: str, state: dict) -> bool:
-    """The session has an end state and no worker holds it (a handed-back one is queued again)."""
-    return state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id)
+    return configured(tilth_home())
 
 
 def remote_state(session_id: str | None) -> tuple[Any, dict] | None:
     """(broker, state) for a session this machine does not have but the broker knows."""
-    if not session_id:
-        return None
-    from tilth.store.home import session_paths
+    from tilth.actions.remote import remote_state as look_up
+    from tilth.store.home import tilth_home
 
-    if (session_paths(session_id).dir / "session.json").is_file():
-        return None
-    broker = broker_or_none()
-    if broker is None:
-        return None
-    from tilth.dispatch.broker import BrokerDown
-
-    try:
-        state = broker.state(session_id)
-    except BrokerDown as exc:
-        raise BadInput(f"the broker {broker.dispatch.broker_shown} is unreachable ({exc}); start it or fix "
-                       "[dispatch] broker_url") from None
-    if state is None and session_id in forgotten(broker, [session_id]):
-        state = {"id": session_id, "state": "forgotten", "remote": broker.dispatch.remote,
-                 "reason": f"on the remote but not in the broker (restarted without persistence?); "
-                           f"`tilth resume {session_id}` queues it again"}
-    return (broker, state) if state is not None else None
-
-
-def forgotten(broker, only: list[str] | None = None) -> list[str]:
-    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
-    these ids are asked about); none when the remote cannot be reached."""
-    from pathlib import Path
-
-    from tilth.git.carry import remote_sessions
-    from tilth.git.gitcli import GitFailed
-    from tilth.store.home import SESSION_ID_PATTERN
-
-    try:
-        on_remote = remote_sessions(Path.cwd(), broker.dispatch.remote)
-    except GitFailed:
-        return []
-    asked = [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (only is None or i in only)]
-    registered = set(broker.session_ids()) if only is None else {i for i in asked if broker.state(i) is not None}
-    return [i for i in asked if i not in registered]
-
-
-def known(state: dict, session_id: str) -> None:
-    """A command that needs the broker's record of the session."""
-    if state.get("state") == "forgotten":
-        raise BadInput(f"session {session_id} is {state['reason']}")
+    return look_up(tilth_home(), session_id)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -128,18 +63,6 @@ def wanted(args: argparse.Namespace, settings) -> bool:
     return True
 
 
-def start(args: argparse.Namespace, plan, seed, backend, settings, say) -> int:
-    from tilth.dispatch.submit import start_dispatched
-
-    remote = args.repo or settings.dispatch.remote
-    paths = start_dispatched(remote, plan, args.id, args.base, backend, settings, args.check, seed, say)
-    print(f"session {paths.id} dispatched to queue {settings.dispatch.queue!r} (remote {remote}); "
-          f"a `tilth worker` runs it")
-    print(f"  follow it:    tilth logs {paths.id} -f")
-    print(f"  wait for it:  tilth wait {paths.id}")
-    return 0
-
-
 def status_one(found: tuple[Any, dict], as_json: bool) -> int:
     broker, state = found
     if as_json:
@@ -165,6 +88,7 @@ def status_lines() -> list[str]:
     broker = broker_or_none()
     if broker is None:
         return []
+    from tilth.actions.remote import forgotten
     from tilth.dispatch.broker import BrokerDown
 
     try:
@@ -183,6 +107,7 @@ def status_lines() -> list[str]:
 
 
 def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool, last: int | None = None) -> int:
+    from tilth.actions.remote import ended, known
     from tilth.views.readable import Readable
 
     broker, state = found
@@ -206,6 +131,8 @@ def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: boo
 
 
 def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int:
+    from tilth.actions.remote import WAIT_EXIT, ended
+
     broker, state = found
     if state.get("state") == "forgotten":
         print(f"session {session_id}: {state['reason']}", file=sys.stderr)
@@ -220,65 +147,6 @@ def wait(found: tuple[Any, dict], session_id: str, timeout: float | None) -> int
             print(f"session {session_id}: still {state.get('state')} after {timeout:g}s", file=sys.stderr)
             return 4
         broker.events(session_id, "$", block_ms=1000)
-
-
-def stop(found: tuple[Any, dict], session_id: str) -> int:
-    broker, state = found
-    known(state, session_id)
-    broker.request_stop(session_id)
-    holder = broker.lease_holder(session_id)
-    if holder:
-        print(f"session {session_id}: asked its worker ({holder}) to stop after the current iteration; "
-              f"`tilth wait {session_id}` waits for it")
-    else:
-        print(f"session {session_id} was {state.get('state')}; it is stopped when a worker takes it "
-              f"(`tilth resume {session_id}` queues it again)")
-    return 0
-
-
-def answer(found: tuple[Any, dict], session_id: str, task_id: str, text: str) -> int:
-    """Left in the broker; the worker that runs the session next writes it into its files."""
-    from tilth.dispatch.broker import enqueue
-
-    broker, state = found
-    known(state, session_id)
-    tasks = {t["id"]: t for t in state.get("tasks", [])}
-    if task_id not in tasks:
-        raise BadInput(f"session {session_id} has no task {task_id!r}; `tilth status {session_id}` lists its tasks")
-    if tasks[task_id]["status"] != "parked":
-        raise BadInput(f"task {task_id} of session {session_id} is not waiting for an answer (it is "
-                       f"{tasks[task_id]['status']})")
-    broker.leave(session_id, "answer", task_id, text)
-    if ended(broker, session_id, state):
-        enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
-        print(f"answer recorded for {task_id}; session {session_id} queued again for a worker")
-    else:
-        print(f"answer recorded for {task_id}: session {session_id} is {state.get('state')}; its worker takes it "
-              "at the next task boundary")
-    return 0
-
-
-def note(found: tuple[Any, dict], session_id: str, text: str, task_id: str | None) -> int:
-    broker, state = found
-    known(state, session_id)
-    if task_id and task_id not in {t["id"] for t in state.get("tasks", [])}:
-        raise BadInput(f"session {session_id} has no task {task_id!r}; see `tilth status {session_id}`")
-    broker.leave(session_id, "note", task_id, text)
-    scope = f"task {task_id}" if task_id else "every later task"
-    print(f"note for session {session_id} ({scope}): its worker takes it at the next task boundary")
-    return 0
-
-
-def resume(found: tuple[Any, dict], session_id: str) -> int:
-    from tilth.dispatch.submit import resume_dispatched
-
-    broker, state = found
-    job = resume_dispatched(broker, session_id, state)
-    if job is None:
-        print(f"session {session_id} is already queued (job {state.get('job')}); nothing to do")
-        return 0
-    print(f"session {session_id} queued again for a worker (job {job})")
-    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -33,28 +33,11 @@ def cmd_learnings(args: argparse.Namespace) -> int:
 
 
 def cmd_note(args: argparse.Namespace) -> int:
-    from tilth.core.errors import BadInput
-    from tilth.store.inbox import MAX_NOTE_CHARS, add_note
-    from tilth.store.prd_peek import peek_plan
-    from tilth.store.session import refuse_archived
+    from tilth.actions.noting import leave_note
+    from tilth.cli.show_acted import show
+    from tilth.store.home import tilth_home
 
-    from tilth.cli import cmd_dispatch
-
-    text = " ".join(args.text.split()) if args.text else ""
-    if not text:
-        raise BadInput("the note is empty; say what the agents should know, e.g. tilth note s1 \"use the v2 API\"")
-    if len(text) > MAX_NOTE_CHARS:
-        raise BadInput(f"the note is {len(text):,} characters; keep it under {MAX_NOTE_CHARS:,}")
-    if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.note(found, args.id, text, args.task)
-    paths, record = pick_session(args.id)
-    refuse_archived(record)
-    if args.task and args.task not in {t.id for t in peek_plan(paths.prd)}:
-        raise BadInput(f"session {paths.id} has no task {args.task!r}; see `tilth status {paths.id}`")
-    note = add_note(paths.dir, text, args.task)
-    scope = f"task {note.task}" if note.task else "every later task"
-    print(f"note {note.id} for session {paths.id} ({scope}): the runner takes it at the next task boundary")
-    return 0
+    return show(leave_note(tilth_home(), args.id, args.text, by="cli", task=args.task))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

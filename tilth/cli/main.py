@@ -13,7 +13,7 @@ from tilth.core import VERSION
 from tilth.cli import (cmd_answer, cmd_calibrate, cmd_config, cmd_daemon, cmd_dispatch, cmd_digest, cmd_doctor,
                        cmd_memory, cmd_plan, cmd_prep, cmd_review, cmd_serve)
 from tilth.cli.backend_choice import backend_choice
-from tilth.cli.pick import ID_HELP, pick_session
+from tilth.cli.pick import ID_HELP, pick_paths
 from tilth.cli.stderr import say
 from tilth.core.errors import BadInput, DiskFull, TilthError
 
@@ -51,11 +51,12 @@ def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -
 def cmd_start(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from tilth.actions.starting import start_session
+    from tilth.cli.show_acted import show
     from tilth.core.clock import iso
     from tilth.core.config import load_settings
     from tilth.daemon.queue import parse_when
-    from tilth.run.create import create_session
-    from tilth.store.home import tilth_home
+    from tilth.store.home import session_paths, tilth_home
 
     if args.at and args.foreground:
         raise BadInput("--at schedules a start for the supervisor; drop --foreground")
@@ -70,30 +71,34 @@ def cmd_start(args: argparse.Namespace) -> int:
     dispatching = cmd_dispatch.wanted(args, settings)
     if not dispatching and not args.repo:
         raise BadInput("no repository: pass --repo PATH (the git repository to work on)")
-    if not args.foreground and not dispatching:
-        cmd_daemon.supervisor_sees_keys(tilth_home(), settings)
     plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
     beside = prd if prd.is_dir() else prd.parent  # a converted plan's seed-meta.json is beside the original
     if seed is None and plan_file.parent != beside and (beside / "seed-meta.json").is_file():
         seed = beside
     try:
-        if dispatching:
-            return cmd_dispatch.start(args, plan_file, seed, backend_choice(args, settings), settings, say)
-        paths = create_session(Path(args.repo).expanduser(), plan_file, args.id, args.base,
-                               backend_choice(args, settings), settings, args.check, notify=say, seed_dir=seed)
+        backend = backend_choice(args, settings)
+        acted = start_session(tilth_home(), plan_file, repo=args.repo, backend=backend, by="cli", session_id=args.id,
+                              base=args.base, checks=args.check, seed=seed, start_at=start_at,
+                              dispatch=dispatching, foreground=args.foreground, settings=settings)
     finally:
         done_with_plan()
-    print(f"plan: {paths.prd} (edit it while the session runs; tilth picks up changes between tasks)", flush=True)
+    if acted.dispatched:
+        return show(acted)
+    for line in acted.warnings:
+        say(line)
+    print(f"plan: {session_paths(acted.session_id).prd} (edit it while the session runs; tilth picks up changes "
+          "between tasks)", flush=True)
     print(cmd_plan.failure_line(settings), flush=True)
-    if backend_choice(args, settings).name != "scripted":
+    if backend.name != "scripted":
         from tilth.agents.accounting import Caps
 
         print(Caps.bounds_line(settings), flush=True)
-    if dashboard := cmd_serve.dashboard_line(paths.id):
+    if dashboard := cmd_serve.dashboard_line(acted.session_id):
         print(dashboard, flush=True)
     if args.foreground:
-        return run_foreground(paths.id, resume=False)
-    return cmd_daemon.hand_over(paths, "start", resume=False, start_at=start_at)
+        return run_foreground(acted.session_id, resume=False)
+    print("\n".join(acted.lines), flush=True)
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -110,27 +115,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from tilth.store.session import refuse_archived
+    from tilth.actions.resuming import resume_session
+    from tilth.cli.show_acted import show
+    from tilth.store.home import tilth_home
 
-    from tilth.core.config import load_settings_with_sources
-    from tilth.core.travel import keys_in_use, travelling_fields
-    from tilth.daemon.transitions import record_settings
-
-    if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.resume(found, args.id)
-    paths, record = pick_session(args.id)
-    refuse_archived(record)
-    settings, sources = load_settings_with_sources(paths.home)
-    if not args.foreground:
-        cmd_daemon.supervisor_sees_keys(paths.home, settings)
-    shell = {name: value for name, value in settings.model_dump(mode="json").items()
-             if (name in sources or args.reload_settings) and name in travelling_fields()}
-    changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in sources else None)
-    if changed:
-        say(f"session {paths.id}: this shell's settings replace the recorded {', '.join(changed)}")
-    if args.foreground:
-        return run_foreground(paths.id, resume=True)
-    return cmd_daemon.hand_over(paths, "resume", resume=True)
+    session_id = args.id or pick_paths(None).id
+    acted = resume_session(tilth_home(), session_id, by="cli", reload_settings=args.reload_settings,
+                           foreground=args.foreground)
+    if args.foreground and not acted.dispatched:
+        for line in acted.warnings:
+            say(line)
+        return run_foreground(acted.session_id, resume=True)
+    return show(acted)
 
 
 def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:

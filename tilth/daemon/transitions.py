@@ -23,7 +23,8 @@ document(
         "session_queued": "the session was handed to the supervisor; data: reason (start|resume|plan_grew|answer: "
                           "`tilth answer` on an ended session|answered: the supervisor, for a session that ended "
                           "waiting while its answer came), "
-                          "start_at, resume",
+                          "start_at, resume, by (cli|dashboard: who handed it over; absent when the supervisor "
+                          "queued it)",
         "session_launched": "the supervisor is starting a runner for the queued session; data: resume",
         "session_crashed": "the session said running but its runner was gone; data: reason, exit_code, "
                            "auto_resume (at|gave_up|off), auto_resume_at, auto_resumes (in a row so far), "
@@ -34,7 +35,8 @@ document(
                             "over; data: paused_until (as recorded; null or unreadable counts as over), reason "
                             "(the pause's)",
         "session_stopped": "`tilth stop` stopped a queued session (or a crashed one due for auto-resume, or a "
-                           "paused one), or killed its runner with --now; data: now, pid",
+                           "paused one), or killed its runner with --now; data: now, pid, by (cli|dashboard: who stopped it; absent "
+                           "when the supervisor did)",
     }
 )
 
@@ -69,7 +71,7 @@ def queued_for(record: SessionRecord, resume: bool, start_at: str | None) -> dic
             "resume_requested": resume or record.resume_requested, "auto_resume_at": None}
 
 
-def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | None) -> SessionRecord:
+def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | None, by: str = "cli") -> SessionRecord:
     """Queue the session for the supervisor (`tilth start`, `tilth resume`). Refused while
     any process runs it. A person's start or resume begins the auto-resume count again."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
@@ -77,7 +79,7 @@ def hand_over(paths: SessionPaths, reason: str, resume: bool, start_at: str | No
             raise BadInput(f"session {paths.id!r} is {record.state.value}, not new")
         return {**queued_for(record, resume, start_at), "auto_resumes": 0}
 
-    record = change(paths, "cli", decide, "session_queued", reason=reason, start_at=start_at, resume=resume)
+    record = change(paths, "cli", decide, "session_queued", reason=reason, start_at=start_at, resume=resume, by=by)
     if record is None:
         holder = read_holder(paths.lock) or {}
         raise SessionLock(paths.lock, paths.id).busy(holder.get("pid", "?"))
@@ -194,7 +196,7 @@ def requeue_answered(paths: SessionPaths) -> bool:
                   resume=False) is not None
 
 
-def cancel_auto_resume(paths: SessionPaths) -> SessionRecord | None:
+def cancel_auto_resume(paths: SessionPaths, by: str = "cli") -> SessionRecord | None:
     """`tilth stop` on a crashed session waiting for its auto-resume: stopped, not resumed."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if record.state != SessionState.crashed or not record.auto_resume_at:
@@ -202,21 +204,21 @@ def cancel_auto_resume(paths: SessionPaths) -> SessionRecord | None:
         return {"state": SessionState.stopped, "pid": None, "auto_resume_at": None,
                 "reason": f"auto-resume cancelled by `tilth stop` ({record.reason})"}
 
-    return change(paths, "cli", decide, "session_stopped", now=False, pid=None)
+    return change(paths, "cli", decide, "session_stopped", now=False, pid=None, by=by)
 
 
-def cancel_pause(paths: SessionPaths) -> SessionRecord | None:
+def cancel_pause(paths: SessionPaths, by: str = "cli") -> SessionRecord | None:
     """`tilth stop` on a paused session nobody holds: stopped, not resumed when the limit lifts."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if record.state != SessionState.paused:
             return None
         return {"state": SessionState.stopped, "pid": None, "reason": "stopped while paused"}
 
-    return change(paths, "cli", decide, "session_stopped", now=False, pid=None)
+    return change(paths, "cli", decide, "session_stopped", now=False, pid=None, by=by)
 
 
 def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid: int | None,
-                 role: str = "cli") -> SessionRecord | None:
+                 role: str = "cli", by: str | None = None) -> SessionRecord | None:
     """A queued session, or one whose runner was killed (`--now`), becomes stopped (resumable)."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         why = "runner killed by `tilth stop --now`" if now else "stopped by `tilth stop` before it ran"
@@ -224,15 +226,16 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
             return None
         return {"state": SessionState.stopped, "pid": None, "reason": why, "auto_resume_at": None}
 
-    return change(paths, role, decide, "session_stopped", now=now, pid=pid)
+    who = {} if by is None else {"by": by}
+    return change(paths, role, decide, "session_stopped", now=now, pid=pid, **who)
 
 
 document({"settings_recorded": "`tilth resume` put the settings set in its shell over the session's recorded "
-                               "ones; data: changed (setting names)"})
+                               "ones; data: changed (setting names), by (cli|dashboard)"})
 
 
 def record_settings(paths: SessionPaths, overrides: dict[str, Any], keys: list[str],
-                    backend: str | None) -> list[str]:
+                    backend: str | None, by: str = "cli") -> list[str]:
     """`tilth resume`: what the resuming shell sets (env or config.toml) replaces the session's
     recorded settings, and `backend` its backend; the names that changed. Nothing changes while
     a runner holds the session (the resume is then refused as already running)."""
@@ -247,5 +250,5 @@ def record_settings(paths: SessionPaths, overrides: dict[str, Any], keys: list[s
             changed.append("backend")
         return updates if changed or updates["keys"] != record.keys else None
 
-    change(paths, "cli", decide, "settings_recorded", changed=lambda _: changed)
+    change(paths, "cli", decide, "settings_recorded", changed=lambda _: changed, by=by)
     return changed

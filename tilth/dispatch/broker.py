@@ -65,22 +65,31 @@ class Broker:
         return held.decode() if held else None
 
     # -- stop requests ------------------------------------------------------------------
-    def request_stop(self, session_id: str) -> None:
-        self.redis.set(self.key("stop", session_id), b"1", ex=7 * 86400)
+    def request_stop(self, session_id: str, by: str = "cli") -> None:
+        """The value says who asked (cli|dashboard); any value is a request."""
+        self.redis.set(self.key("stop", session_id), by.encode(), ex=7 * 86400)
 
     def stop_requested(self, session_id: str) -> bool:
         return bool(self.redis.exists(self.key("stop", session_id)))
+
+    def stop_requested_on(self, session_id: str) -> str | None:
+        """Where a pending stop was asked: "the dashboard", else "`tilth stop`" (never the stored text
+        itself, which anyone with the broker could write); None without one."""
+        asked = self.redis.get(self.key("stop", session_id))
+        if asked is None:
+            return None
+        return "the dashboard" if asked == b"dashboard" else "`tilth stop`"
 
     def clear_stop(self, session_id: str) -> None:
         self.redis.delete(self.key("stop", session_id))
 
     # -- answers and notes from other machines -----------------------------------------
-    def leave(self, session_id: str, kind: str, task: str | None, text: str) -> str:
+    def leave(self, session_id: str, kind: str, task: str | None, text: str, by: str = "cli") -> str:
         import secrets
 
         item_id = secrets.token_hex(4)
         self.redis.rpush(self.key("inbox", session_id),
-                         orjson.dumps({"kind": kind, "id": item_id, "task": task, "text": text}))
+                         orjson.dumps({"kind": kind, "id": item_id, "task": task, "text": text, "by": by}))
         return item_id
 
     def inbox(self, session_id: str) -> list[dict]:

@@ -75,9 +75,9 @@ class Holding(threading.Thread):
         self.flag.set(reason)
 
     def poll_stop(self) -> None:
-        if not self.user_stop and self.broker.stop_requested(self.session_id):
+        if not self.user_stop and (where := self.broker.stop_requested_on(self.session_id)):
             self.user_stop = True
-            self.flag.set("stop requested with `tilth stop`")
+            self.flag.set(f"stop requested with {where}" if where.startswith("`") else f"stop requested on {where}")
 
     def stop(self) -> None:
         self._done.set()

@@ -262,7 +262,8 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
 
 def stop_before_start(broker: Broker, session_id: str) -> str:
     """A `tilth stop` that came while the session waited in the queue: it ends stopped unrun."""
-    broker.set_state(session_id, {"state": "stopped", "reason": "stopped by `tilth stop` before it ran",
-                                  "worker": ""})
+    where = broker.stop_requested_on(session_id) or "`tilth stop`"
+    broker.set_state(session_id, {"state": "stopped", "reason": f"stopped on {where} before it ran" if
+                                  where == "the dashboard" else f"stopped by {where} before it ran", "worker": ""})
     broker.clear_stop(session_id)
     return f"session {session_id}: stopped before it ran"

@@ -26,8 +26,9 @@ document(
     {
         "task_answered": "a parked task's question has an answer (`tilth answer`): the task is pending again "
                          "and its attempts start over (a PARKED placeholder at HEAD is then soft-unwound, "
-                         "`placeholder_unwound`); data: question, by (answer: `tilth answer` while no runner held "
-                         "the session; runner: at a task boundary)",
+                         "`placeholder_unwound`); data: question, by (cli|dashboard: the person's answer while no "
+                         "runner held the session, `answer` in journals before tilth/actions; runner: at a task "
+                         "boundary)",
     }
 )
 

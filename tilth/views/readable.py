@@ -27,6 +27,8 @@ TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("
 TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
               "task_requeued", "progress_restored", "learnings_proposed", "task_parked", "task_answered",
               "question_parked"}
+ANSWERED_BY = {"answer": " (tilth answer)", "cli": " (tilth answer)", "dashboard": " (answered on the dashboard)"}
+"""Who answered a parked task (`task_answered`'s `by`; `answer` in journals written before tilth/actions)."""
 STRING_FIELD = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
@@ -136,7 +138,7 @@ class Readable:
             "parked_commit": lambda d: None,
             "task_parked": lambda d: f"PARKED placeholder {_sha(d)}: waits for an answer to {short(d.get('question'))}",
             "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {_sha(d)}",
-            "task_answered": lambda d: "answered; pending again" + (" (tilth answer)" if d.get("by") == "answer" else ""),
+            "task_answered": lambda d: "answered; pending again" + ANSWERED_BY.get(d.get("by"), ""),
             "task_stalled": lambda d: f"stalled: rejected {d.get('count')} times in a row for the same "
                                       f"{d.get('same')} ({d.get('category')}); it parks with a question",
             "attempts_used_up": lambda d: f"{d.get('attempts')} attempts over all runs (max_attempts_per_task_total "

@@ -1,0 +1,117 @@
+"""The actions a person takes (tilth/actions), called in-process as the dashboard calls them: each
+records who acted (`by`) in the events it writes, and an answer reaches a parked task."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import task
+
+from tilth.actions import answer_question, leave_note, resume_session, stop_session
+from tilth.core.errors import BadInput
+
+QUESTION = "Keep the v1 API or move every caller to v2?"
+ASKS = {"write": {"partial.py": "# half done\n"}, "needs_human": {"question": QUESTION, "context": "v1 has 3 callers"}}
+FINISHES = {"write": {"finished.py": "done = True\n"}}
+
+
+@pytest.fixture
+def here(sandbox, monkeypatch):
+    """This process acts on the sandbox's home as a `tilth` command there would (the dashboard does)."""
+    for name in [n for n in os.environ if n.startswith("TILTH_")]:
+        monkeypatch.delenv(name)
+    for name, value in sandbox.env.items():
+        if name.startswith("TILTH_"):
+            monkeypatch.setenv(name, value)
+    return sandbox
+
+
+def parked(sandbox, sid: str = "s1") -> None:
+    """A session whose one task asked a question: it ended `waiting`."""
+    result = sandbox.start(sid, [task("T-001", "API choice")], {"tasks": {"T-001": [ASKS, FINISHES]}})
+    assert result.returncode == 5, result.stderr
+
+
+def acted(sandbox, sid: str = "s1") -> list[dict]:
+    return [e for e in sandbox.events(sid) if e["type"] == "acted"]
+
+
+def test_an_action_by_nobody_known_is_refused(here):
+    parked(here)
+    with pytest.raises(BadInput, match="unknown actor 'robot'"):
+        leave_note(here.home, "s1", "use v2", by="robot")
+    assert not (here.session_dir("s1") / "inbox.jsonl").exists()
+
+
+def test_a_note_records_who_left_it(here):
+    parked(here)
+    done = leave_note(here.home, "s1", "  prefer   the v2 API ", by="dashboard", task="T-001")
+    [note] = [json.loads(line) for line in (here.session_dir("s1") / "inbox.jsonl").read_text().splitlines()]
+    assert note["text"] == "prefer the v2 API" and note["task"] == "T-001"
+    assert done.session_id == "s1" and done.events == ("acted",) and note["id"] in done.what
+    [event] = acted(here)
+    assert event["task"] == "T-001" and event["data"] == {"action": "note", "by": "dashboard", "note": note["id"]}
+    with pytest.raises(BadInput, match="has no task 'T-9'"):
+        leave_note(here.home, "s1", "x", task="T-9")
+
+
+def test_a_bad_answer_is_refused_and_nothing_is_written(here):
+    parked(here)
+    before = (here.session_dir("s1") / "answers" / "T-001.jsonl").read_text()
+    for text, task_id, said in (("  ", None, "the answer is empty"), ("v2", "T-9", "has no task 'T-9'"),
+                                ("v2", None, None)):
+        if said is None:  # answered on a session of another home: it is not there
+            with pytest.raises(BadInput, match="no session 's1'"):
+                answer_question(here.root, "s1", text)
+            continue
+        with pytest.raises(BadInput, match=said):
+            answer_question(here.home, "s1", text, task=task_id)
+    assert (here.session_dir("s1") / "answers" / "T-001.jsonl").read_text() == before
+    assert acted(here) == []
+
+
+def test_stopping_a_session_that_does_not_run_changes_nothing(here):
+    parked(here)
+    done = stop_session(here.home, "s1", by="dashboard")
+    assert "nothing to stop" in done.what and done.events == ()
+    assert acted(here) == []
+
+
+@pytest.mark.slow
+def test_an_answer_from_the_dashboard_puts_the_parked_task_back_and_the_supervisor_finishes_it(here, daemon):
+    parked(here)
+    done = answer_question(here.home, "s1", "Move to v2.", by="dashboard")  # the one parked task
+    assert done.events == ("acted", "task_answered", "session_queued"), done
+    assert "it is pending again" in done.what and done.more[0].startswith("session s1 queued; supervisor pid")
+    events = here.events("s1")
+    [answer] = acted(here)
+    assert answer["task"] == "T-001" and answer["data"]["action"] == "answer" and answer["data"]["by"] == "dashboard"
+    [answered] = [e for e in events if e["type"] == "task_answered"]
+    assert answered["data"]["by"] == "dashboard"
+    assert [e["data"]["by"] for e in events if e["type"] == "session_queued"] == ["dashboard"]
+    daemon.done("s1")
+    assert here.statuses("s1") == {"T-001": "done"}
+
+
+@pytest.mark.slow
+def test_a_stop_from_the_dashboard_is_in_the_journal_before_the_runner_ends(here, daemon):
+    daemon.start("s1", [task("T-1"), task("T-2")], daemon.held("s1", "T-1"))
+    daemon.reached("s1", "T-1")
+    done = stop_session(here.home, "s1", by="dashboard")
+    assert done.events == ("acted",) and "asked its runner" in done.what
+    daemon.release("s1", "T-1")
+    assert daemon.settled("s1") == "stopped"
+    types = [e["type"] for e in here.events("s1")]
+    [stop] = acted(here)
+    assert stop["data"]["action"] == "stop" and stop["data"]["by"] == "dashboard" and stop["data"]["now"] is False
+    assert types.index("acted") < types.index("session_end"), "who stopped it is known when the run ends"
+
+    again = resume_session(here.home, "s1", by="dashboard")
+    assert again.events[-2:] == ("session_queued", "acted") and again.what.startswith("session s1 queued")
+    daemon.done("s1")
+    queued = [e["data"] for e in here.events("s1") if e["type"] == "session_queued"]
+    assert queued[-1]["by"] == "dashboard" and queued[-1]["reason"] == "resume"
+    assert [e["data"]["action"] for e in acted(here)] == ["stop", "resume"]

@@ -1,0 +1,48 @@
+"""`resume_session`: a person continues a stopped, crashed, failed or waiting session: the settings the
+acting process sets (or, with `reload_settings`, every current one) replace the recorded ones, and the
+session is handed to the supervisor (`tilth run --resume` reconciles with the branch and unwinds a FAILED
+placeholder). A dispatched session is queued again for a worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilth.actions.acted import Acted, changeable, check_by, local_paths, record_act
+
+
+def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_settings: bool = False,
+                   foreground: bool = False) -> Acted:
+    """With `foreground` (the CLI's `--foreground`) the settings are recorded but the session is not
+    handed over: the caller runs it in its own process."""
+    check_by(by)
+    if local_paths(home, session_id) is None:
+        from tilth.actions.remote import remote_state, resume_dispatched
+
+        if found := remote_state(home, session_id):
+            return resume_dispatched(found, session_id, by)
+    from tilth.core.config import load_settings_with_sources
+    from tilth.core.travel import keys_in_use, travelling_fields
+    from tilth.daemon.transitions import record_settings
+
+    paths, _ = changeable(home, session_id)
+    settings, sources = load_settings_with_sources(paths.home)
+    warnings: list[str] = []
+    if not foreground:
+        from tilth.actions.handing import supervisor_sees_keys
+
+        warnings = supervisor_sees_keys(paths.home, settings)
+    shell = {name: value for name, value in settings.model_dump(mode="json").items()
+             if (name in sources or reload_settings) and name in travelling_fields()}
+    changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in sources else None,
+                              by=by)
+    if changed:
+        warnings.append(f"session {paths.id}: this shell's settings replace the recorded {', '.join(changed)}")
+    events = ["settings_recorded"] if changed else []
+    if foreground:
+        events.append(record_act(paths, "resume", by))
+        return Acted(paths.id, f"session {paths.id} resumes in this process", tuple(events), (), tuple(warnings))
+    from tilth.actions.handing import hand_over
+
+    what, *more = hand_over(paths, "resume", resume=True, by=by)  # refused while a process runs it
+    events += ["session_queued", record_act(paths, "resume", by)]
+    return Acted(paths.id, what, tuple(events), tuple(more), tuple(warnings))

@@ -1,0 +1,30 @@
+"""`stop_session`: a person stops a session after its current iteration (resumable), or with `now` kills
+its runner; a queued, crashed-awaiting-auto-resume or paused session is simply stopped. A dispatched
+session's stop is asked of its worker through the broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilth.actions.acted import Acted, changeable, check_by, local_paths, record_act
+
+
+def stop_session(home: Path, session_id: str, *, by: str = "cli", now: bool = False) -> Acted:
+    check_by(by)
+    if local_paths(home, session_id) is None:
+        from tilth.actions.remote import remote_state, stop_dispatched
+
+        if found := remote_state(home, session_id):
+            return stop_dispatched(found, session_id, by)
+    from tilth.daemon.handoff import stop_session as stop_local
+
+    paths, _ = changeable(home, session_id, archived_ok=True)
+    # A runner is told who stopped it before it is signalled, so its end (and report) can say so.
+    stop = stop_local(paths, now=now, by=by, before_signal=lambda pid: record_act(paths, "stop", by, now=now, pid=pid))
+    if stop.outcome == "nothing":
+        return Acted(paths.id, stop.line)
+    if stop.outcome == "asked":
+        return Acted(paths.id, stop.line, ("acted",))
+    if stop.outcome == "killed":
+        return Acted(paths.id, stop.line, ("acted", "session_stopped"))
+    return Acted(paths.id, stop.line, ("session_stopped", record_act(paths, "stop", by, now=now)))
