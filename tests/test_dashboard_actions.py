@@ -31,8 +31,7 @@ def from_the_dashboard(sandbox, sid: str) -> list[dict]:
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_a_person_answers_notes_stops_and_resumes_from_the_dashboard(sandbox, daemon, fake, model_env, served,
-                                                                     browser) -> None:  # noqa: F811
+def test_a_person_acts_from_the_dashboard_at_phone_width(sandbox, daemon, fake, model_env, served, browser):  # noqa: F811
     from fake_openai import ACCEPT, SUBMIT, call, reply
     from playwright.sync_api import expect
 
