@@ -5,7 +5,7 @@ nodes, and an action's one sentence as text; a form is sent in the background an
 shows what it changed."""
 
 CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:0 1.5em 2em;color:#222;background:#fafafa;overflow-wrap:anywhere}
+body{font:14px/1.4 system-ui,sans-serif;margin:0 1.5em 2em;color:#222;background:#fafafa;overflow-wrap:break-word}
 h1{font-size:1.3em;margin:.8em 0 .3em} h2{font-size:1.05em;margin:1.4em 0 .4em}
 a{color:#0550ae;text-decoration:none} a:hover{text-decoration:underline}
 table{border-collapse:collapse;background:#fff} th,td{padding:.25em .6em;border-bottom:1px solid #e3e3e3;
@@ -17,12 +17,12 @@ overflow:hidden;margin-right:.4em} .bar>span{display:block;height:100%;backgroun
 .status-done,.v-accept{color:#1a7f37;font-weight:600} .status-failed,.v-reject{color:#cf222e;font-weight:600}
 .status-in_progress{color:#9a6700;font-weight:600} .status-parked{color:#8250df;font-weight:600} .muted{color:#6e7781}
 .badge{display:inline-block;padding:0 .5em;border-radius:1em;font-weight:600;font-size:.9em;border:1px solid}
-.badge.state-running{color:#1a7f37;background:#dafbe1} .badge.state-running::before{content:"\25CF ";animation:pulse 1.5s infinite}
+.badge.state-running{color:#1a7f37;background:#dafbe1} .badge.state-running::before{content:"\\25CF ";animation:pulse 1.5s infinite}
 .badge.state-waiting{color:#8250df;background:#fbefff} .badge.state-waiting::before{content:"? "}
 .badge.state-paused,.badge.state-stopped{color:#9a6700;background:#fff8c5} .badge.state-queued{color:#0969da;background:#ddf4ff}
 .badge.state-failed,.badge.state-crashed,.badge.state-unreadable{color:#cf222e;background:#ffebe9}
-.badge.state-failed::before,.badge.state-crashed::before{content:"\2715 "}
-.badge.state-done{color:#57606a;background:#f6f8fa} .badge.state-done::before{content:"\2713 "}
+.badge.state-failed::before,.badge.state-crashed::before{content:"\\2715 "}
+.badge.state-done{color:#57606a;background:#f6f8fa} .badge.state-done::before{content:"\\2713 "}
 .badge.state-archived{color:#6e7781;background:#fff}
 @keyframes pulse{50%{opacity:.3}}
 .needs{list-style:none;padding:0;margin:0} .need{background:#fff;border:1px solid #e3e3e3;border-left:4px solid #8250df;
@@ -40,14 +40,15 @@ color:#24292f;cursor:pointer;display:inline-block;margin-top:.3em} button.danger
 .task-detail{margin:.3em 0} .task-detail .md{border:0;padding:0 .5em}
 .error{color:#cf222e} .meters div{margin:.2em 0}
 pre{background:#fff;border:1px solid #e3e3e3;padding:.6em;overflow:auto;white-space:pre-wrap;word-break:break-word}
-#log{height:24em;font-size:12.5px} #report .md,#transcript .md{max-height:36em} .diff{font-size:12.5px;white-space:pre}
+#log{height:24em;font-size:12.5px} #report pre,#transcript .md{max-height:36em} #report pre{white-space:pre}
+.diff{font-size:12.5px;white-space:pre}
 .add{background:#e6ffec;color:#116329} .del{background:#ffebe9;color:#a40e26} .hunk{color:#8250df}
 .meta{color:#6e7781} .file{font-weight:600;background:#f0f0f0}
 .attempt{background:#fff;border:1px solid #e3e3e3;border-radius:4px;padding:.4em .6em;margin:.3em 0}
 .ledger-task{margin:.6em 0} .panel{margin:.2em 0 0 1em;font-size:.95em}
 .grid{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:0 2em}
 @media (max-width:900px){.grid{grid-template-columns:minmax(0,1fr)}}
-@media (max-width:600px){body{margin:0 .6em 1em} .narrow-hide{display:none} th,td{padding:.2em .35em}
+@media (max-width:600px){body{margin:0 .6em 1em} .narrow-hide,.receipt{display:none} th,td{padding:.2em .35em}
 .bar{width:3em}}
 #live{font-size:.85em;color:#6e7781;margin-left:.6em}
 """

@@ -46,6 +46,8 @@ def controls(sid: str, s: dict[str, Any], csrf: str) -> str:
     if "error" in s:
         return ""
     state = s.get("state")
+    if state in ("done", "archived"):
+        return f'<p class="muted">nothing to do here: the session is {e(state)}</p>'
     note = _form(href("s", sid, "note"), csrf,
                  f'<label for="note-text">a note for the next task</label><textarea id="note-text" name="text" '
                  f'rows="2" maxlength="{MAX_TEXT}" required></textarea><button type="submit">leave note</button>', "note")

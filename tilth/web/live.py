@@ -108,7 +108,7 @@ class SessionParts:
             "commits": self._cached("commits", (events, data.file_stamp(paths, "session.json")),
                                     lambda: pages.commits(paths.id, data.commits(paths))),
             **{name.split(".")[0]: self._cached(name, data.file_stamp(paths, name), lambda name=name: pages.text(
-                data.text_file(paths, name), f"no {name} yet")) for name in data.TEXT_FILES},
+                data.text_file(paths, name), f"no {name} yet", name == "transcript.md")) for name in data.TEXT_FILES},
         }
 
 

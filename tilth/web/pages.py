@@ -92,7 +92,7 @@ def tasks(s: dict[str, Any]) -> str:
         return ""
     verdicts = s.get("verdicts") or {}
     out = ['<div class="wide"><table><thead><tr><th>task</th><th>title</th><th>status</th><th>iterations</th>'
-           '<th>last verdict</th><th>receipt</th></tr></thead><tbody>']
+           '<th>last verdict</th><th class="receipt">receipt</th></tr></thead><tbody>']
     for t in s.get("tasks") or []:
         v = verdicts.get(t["id"]) or {}
         iters = v.get("attempts") or ""
@@ -101,7 +101,8 @@ def tasks(s: dict[str, Any]) -> str:
         out.append(f'<tr data-task="{e(t["id"])}"><td>{e(t["id"])}</td><td>{e(t["title"])}</td>'
                    f'<td class="status status-{e(t["status"])}">{e(task_state(t))}</td>'
                    f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(v.get("last_verdict", ""))}</td>'
-                   f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}</td></tr>')
+                   f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}'
+                   "</td></tr>")
     return "".join(out) + "</tbody></table></div>"
 
 
@@ -140,9 +141,11 @@ def commits(sid: str, records: list[dict[str, str]]) -> str:
     return "".join(out) + "</tbody></table></div>"
 
 
-def text(body: str | None, missing: str) -> str:
-    """A session's markdown file (report.md, transcript.md), rendered."""
-    return markdown(body) if body is not None else f'<p class="muted">{e(missing)}</p>'
+def text(body: str | None, missing: str, rendered: bool) -> str:
+    """A session's text file: transcript.md rendered as markdown, report.md (aligned plain text) as it is."""
+    if body is None:
+        return f'<p class="muted">{e(missing)}</p>'
+    return markdown(body) if rendered else f"<pre>{e(body)}</pre>"
 
 
 def task_details(details: list[dict[str, Any]]) -> str:
