@@ -17,12 +17,12 @@ overflow:hidden;margin-right:.4em} .bar>span{display:block;height:100%;backgroun
 .status-done,.v-accept{color:#1a7f37;font-weight:600} .status-failed,.v-reject{color:#cf222e;font-weight:600}
 .status-in_progress{color:#9a6700;font-weight:600} .status-parked{color:#8250df;font-weight:600} .muted{color:#6e7781}
 .badge{display:inline-block;padding:0 .5em;border-radius:1em;font-weight:600;font-size:.9em;border:1px solid}
-.badge.state-running{color:#1a7f37;background:#dafbe1} .badge.state-running::before{content:"\\25CF ";animation:pulse 1.5s infinite}
+.badge.state-running{color:#1a7f37;background:#dafbe1} .badge.state-running::before{content:"\\25CF  ";animation:pulse 1.5s infinite}
 .badge.state-waiting{color:#8250df;background:#fbefff} .badge.state-waiting::before{content:"? "}
 .badge.state-paused,.badge.state-stopped{color:#9a6700;background:#fff8c5} .badge.state-queued{color:#0969da;background:#ddf4ff}
 .badge.state-failed,.badge.state-crashed,.badge.state-unreadable{color:#cf222e;background:#ffebe9}
-.badge.state-failed::before,.badge.state-crashed::before{content:"\\2715 "}
-.badge.state-done{color:#57606a;background:#f6f8fa} .badge.state-done::before{content:"\\2713 "}
+.badge.state-failed::before,.badge.state-crashed::before{content:"\\2715  "}
+.badge.state-done{color:#57606a;background:#f6f8fa} .badge.state-done::before{content:"\\2713  "}
 .badge.state-archived{color:#6e7781;background:#fff}
 @keyframes pulse{50%{opacity:.3}}
 .needs{list-style:none;padding:0;margin:0} .need{background:#fff;border:1px solid #e3e3e3;border-left:4px solid #8250df;
