@@ -7,10 +7,13 @@ import json
 import os
 
 import pytest
+import redis
 
 from conftest import task
+from dispatch_cluster import cluster  # noqa: F401,F811 (the fixture)
 
 from tilth.actions import answer_question, leave_note, resume_session, stop_session
+from tilth.actions.planning import replace_plan
 from tilth.core.errors import BadInput
 
 QUESTION = "Keep the v1 API or move every caller to v2?"
@@ -36,7 +39,10 @@ def parked(sandbox, sid: str = "s1") -> None:
 
 
 def acted(sandbox, sid: str = "s1") -> list[dict]:
-    return [e for e in sandbox.events(sid) if e["type"] == "acted"]
+    """The `acted` events after the one `tilth start` wrote."""
+    started, *after = [e for e in sandbox.events(sid) if e["type"] == "acted"]
+    assert started["data"] == {"action": "start", "by": "cli"}
+    return after
 
 
 def test_an_action_by_nobody_known_is_refused(here):
@@ -80,6 +86,22 @@ def test_stopping_a_session_that_does_not_run_changes_nothing(here):
     assert acted(here) == []
 
 
+def test_a_plan_replaced_from_the_dashboard_must_be_valid_and_still_the_one_edited(here):
+    parked(here)
+    live = here.session_dir("s1") / "prd.json"
+    before = live.read_bytes()
+    grown = json.dumps([*json.loads(before), task("T-002", "Docs")]).encode()
+    with pytest.raises(BadInput, match="the previous plan is kept"):
+        replace_plan(here.home, "s1", b"[{}]", expected=before, by="dashboard")
+    with pytest.raises(BadInput, match="changed while you edited it"):
+        replace_plan(here.home, "s1", grown, expected=before.replace(b"parked", b"pending"), by="dashboard")
+    assert live.read_bytes() == before and acted(here) == []
+    done = replace_plan(here.home, "s1", grown, expected=before, by="dashboard")
+    assert done.what.startswith("plan saved") and done.events == ("acted",)
+    assert [t["id"] for t in here.plan("s1")] == ["T-001", "T-002"]
+    assert [e["data"] for e in acted(here)] == [{"action": "plan", "by": "dashboard"}]
+
+
 @pytest.mark.slow
 def test_an_answer_from_the_dashboard_puts_the_parked_task_back_and_the_supervisor_finishes_it(here, daemon):
     parked(here)
@@ -115,3 +137,35 @@ def test_a_stop_from_the_dashboard_is_in_the_journal_before_the_runner_ends(here
     queued = [e["data"] for e in here.events("s1") if e["type"] == "session_queued"]
     assert queued[-1]["by"] == "dashboard" and queued[-1]["reason"] == "resume"
     assert [e["data"]["action"] for e in acted(here)] == ["stop", "resume"]
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(120)
+def test_a_dispatched_session_is_stopped_from_the_dashboard_through_the_broker(cluster, monkeypatch):  # noqa: F811
+    for name in [n for n in os.environ if n.startswith("TILTH_")]:
+        monkeypatch.delenv(name)
+    cluster.worker("w1")
+    cluster.start("t1", held="T-1")
+    cluster.reached("t1", "T-1")
+    elsewhere = cluster.home("h9")  # a machine that does not have the session: the broker knows it
+    with pytest.raises(BadInput, match="has no task 'T-9'"):
+        leave_note(elsewhere, "t1", "x", by="dashboard", task="T-9")
+    noted = leave_note(elsewhere, "t1", "prefer small commits", by="dashboard")
+    assert noted.dispatched and noted.events == () and "its worker takes it" in noted.what
+    [item] = [json.loads(raw) for raw in redis.Redis.from_url(cluster.redis.url).lrange("tilth:inbox:t1", 0, -1)]
+    assert item["kind"] == "note" and item["by"] == "dashboard"
+    done = stop_session(elsewhere, "t1", by="dashboard")
+    assert done.dispatched and "asked its worker" in done.what, done
+    cluster.release("t1", "T-1")
+    assert cluster.wait("t1").returncode == 3
+    record = json.loads(cluster.file("t1", "session.json"))
+    assert record["state"] == "stopped" and "stop requested on the dashboard" in record["reason"], record
+
+
+def test_the_package_offers_every_action_by_name():
+    import tilth.actions
+
+    offered = {name: getattr(tilth.actions, name) for name in tilth.actions.__all__}
+    assert all(callable(thing) for thing in offered.values()) and set(offered) == set(tilth.actions.WHERE)
+    with pytest.raises(AttributeError):
+        tilth.actions.nothing_of_the_kind  # noqa: B018

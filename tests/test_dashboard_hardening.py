@@ -124,10 +124,12 @@ def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(home: Pat
                               ({"cookie": cookie, "origin": "http://evil.example"}, f"csrf={csrf}&text=hi")):
             refused = await ask(app, "POST", "/s/odd-1/note", {**headers, "accept": "application/json"}, body)
             assert refused.status == 403 and json.loads(refused.body)["ok"] is False, (headers, body)
-        # With the right token the request reaches the action (this app was given none to call).
+        assert not (home / "sessions" / "odd-1" / "inbox.jsonl").exists(), "a refused POST does nothing"
         passed = await ask(app, "POST", "/s/odd-1/note", {"cookie": cookie, "accept": "application/json",
                                                           "origin": f"http://127.0.0.1:{PORT}"}, f"csrf={csrf}&text=hi")
-        assert passed.status == 503 and "without its actions" in json.loads(passed.body)["error"]
+        assert passed.status == 200 and json.loads(passed.body)["ok"] is True, passed.body
+        notes = (home / "sessions" / "odd-1" / "inbox.jsonl").read_text()
+        assert '"hi"' in notes and notes.count("\n") == 1
 
     run(scenario())
 

@@ -21,7 +21,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "views": {"core", "store", "git", "agents"},
     "run": {"core", "store", "git", "agents", "views"},
     "daemon": {"core", "store"},
-    "web": {"core", "store", "git", "agents", "views"},
+    "web": {"core", "store", "git", "agents", "views", "run", "daemon", "dispatch", "actions"},
     "dispatch": {"core", "store", "git", "agents", "views", "run"},
     "actions": {"core", "store", "git", "agents", "views", "run", "daemon", "dispatch"},
     "cli": {"core", "store", "git", "agents", "views", "run", "daemon", "web", "dispatch", "actions"},

@@ -1,6 +1,7 @@
 """The actions a person takes on a session, one function each, the same for a local session and a
-dispatched one: `tilth answer/note/stop/resume/start` and the dashboard call these and only print or
-show the `Acted` they return. Each submodule is imported when its action is called (the CLI's cold start)."""
+dispatched one: `tilth answer/note/stop/resume/start/cleanse/reset/plan edit` and the dashboard call these
+and only show the `Acted` they return. `from tilth.actions import stop_session` imports only the module
+that defines it (the CLI's cold start)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,19 @@ if TYPE_CHECKING:
     from tilth.actions.acted import Acted
     from tilth.actions.answering import answer_question
     from tilth.actions.noting import leave_note
+    from tilth.actions.planning import replace_plan
     from tilth.actions.resuming import resume_session
+    from tilth.actions.retiring import cleanse_session, reset_session
     from tilth.actions.starting import start_session
     from tilth.actions.stopping import stop_session
 
-WHERE = {"Acted": "acted", "answer_question": "answering", "leave_note": "noting", "resume_session": "resuming",
+WHERE = {"Acted": "acted", "answer_question": "answering", "leave_note": "noting", "replace_plan": "planning",
+         "resume_session": "resuming", "cleanse_session": "retiring", "reset_session": "retiring",
          "start_session": "starting", "stop_session": "stopping"}
+"""Each name this package offers, and the module that defines it."""
 
-__all__ = ["Acted", "answer_question", "leave_note", "resume_session", "start_session", "stop_session"]
+__all__ = ["Acted", "answer_question", "cleanse_session", "leave_note", "replace_plan", "reset_session",
+           "resume_session", "start_session", "stop_session"]
 
 
 def __getattr__(name: str) -> object:

@@ -17,9 +17,9 @@ ACTORS = ("cli", "dashboard")
 
 document(
     {
-        "acted": "a person acted on the session (tilth/actions); data: action (answer|note|stop|resume|start), "
-                 "by (cli|dashboard), and what the action adds: note (answer, note: the record's id), now and pid (stop: the "
-                 "runner told, written before it is signalled)",
+        "acted": "a person acted on the session (tilth/actions); data: action (answer|note|stop|resume|start|"
+                 "cleanse|plan), by (cli|dashboard), and what the action adds: note (answer, note: the record's "
+                 "id), now and pid (stop: the runner told, written before it is signalled)",
     }
 )
 

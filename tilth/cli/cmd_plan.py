@@ -1,4 +1,5 @@
-"""`tilth plan edit [id]`: edit a session's live prd.json in $EDITOR, validated on save;
+"""`tilth plan edit [id]`: edit a copy of a session's live prd.json in $EDITOR, saved through
+`actions/planning.replace_plan`;
 `tilth plan check FILE|DIR`: errors (exit 2) and warnings of a plan in any format tilth reads;
 `tilth import FILE|DIR`: a plan written for another tool as tilth's prd.json; and the plan
 `tilth start --prd` runs (the same formats, converted, saying which)."""
@@ -16,20 +17,22 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Callable
 
+    from tilth.actions.acted import Acted
     from tilth.core.config import Settings
+    from tilth.store.home import SessionPaths
 
 
-def edit_plan(live: Path, editor: str) -> str:
-    """Open a copy of the plan in the editor; a saved copy replaces the plan only when it is
-    valid and the plan did not change meanwhile, so a running session never reads a broken plan."""
+def edit_plan(paths: SessionPaths, editor: str) -> Acted:
+    """Open a copy of the plan in the editor; the saved copy goes to `actions/planning.replace_plan`,
+    and is left for the person when it is refused."""
     import shlex
     import subprocess
     import tempfile
     from pathlib import Path
 
-    from tilth.store.jsonio import write_atomic
-    from tilth.store.prd import parse_plan, plan_lock
+    from tilth.actions.planning import replace_plan
 
+    live = paths.prd
     before = live.read_bytes()
     fd, name = tempfile.mkstemp(prefix=f"tilth-{live.parent.name}-prd-", suffix=".json")
     copy = Path(name)
@@ -41,30 +44,21 @@ def edit_plan(live: Path, editor: str) -> str:
             subprocess.run([*shlex.split(editor), str(copy)], check=False)
         except OSError as exc:
             raise BadInput(f"cannot run the editor {editor!r} ($EDITOR): {exc.strerror}; the plan is unchanged") from None
-        edited = copy.read_bytes()
-        if edited == before:
-            return f"plan unchanged: {live}"
         try:
-            parse_plan(edited, str(live))
+            return replace_plan(paths.home, paths.id, copy.read_bytes(), expected=before, by="cli")
         except BadInput as exc:
             keep = True
-            raise BadInput(f"{exc}; the previous plan is kept, your edit is in {copy}") from None
-        with plan_lock(live):
-            if live.read_bytes() != before:
-                keep = True
-                raise BadInput(f"{live} changed while you edited it (the session updated a task's status); "
-                               f"the plan is not replaced, your edit is in {copy}")
-            write_atomic(live, edited)
-        return f"plan saved: {live} (the session picks it up before its next task)"
+            raise BadInput(f"{exc}, your edit is in {copy}") from None
     finally:
         if not keep:
             copy.unlink(missing_ok=True)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from tilth.cli.show_acted import show
+
     paths, _ = pick_session(args.id)
-    print(edit_plan(paths.prd, os.environ.get("EDITOR") or "vi"))
-    return 0
+    return show(edit_plan(paths, os.environ.get("EDITOR") or "vi"))
 
 
 def said(line: str) -> None:

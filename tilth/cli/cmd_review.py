@@ -7,7 +7,7 @@ import argparse
 
 from tilth.cli.pick import pick_session, session_command
 
-# The libraries (retire, review: pygit2, pydantic) are imported by the handler that uses them.
+# The libraries (actions/retiring, review: pygit2, pydantic) are imported by the handler that uses them.
 
 
 def cmd_push(args: argparse.Namespace) -> int:
@@ -46,11 +46,11 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanse(args: argparse.Namespace) -> int:
-    from tilth.cli import retire
+    from tilth.actions.retiring import cleanse_session
+    from tilth.cli.show_acted import show
 
     paths, _ = pick_session(args.id)
-    print(retire.cleanse(paths))
-    return 0
+    return show(cleanse_session(paths.home, paths.id, by="cli"))
 
 
 def ask(question: str) -> bool:
@@ -63,11 +63,11 @@ def ask(question: str) -> bool:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    from tilth.cli import retire
+    from tilth.actions.retiring import reset_session
+    from tilth.cli.show_acted import show
 
     paths, _ = pick_session(args.id)
-    print(retire.reset(paths, confirm=(lambda _question: True) if args.yes else ask))
-    return 0
+    return show(reset_session(paths.home, paths.id, by="cli", confirm=(lambda _question: True) if args.yes else ask))
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,8 +1,7 @@
 """`tilth serve`: the live web dashboard of $TILTH_HOME (`web/`), where a person answers, notes,
-stops and resumes through `tilth.actions` (handed to the app: `web/` may not import it), and the
-line `tilth start` prints when one is running. The token comes from `--token-file`, else
-$TILTH_DASHBOARD_TOKEN, else `--token` (seen by anyone who can list processes). The web stack
-(starlette, uvicorn) is imported by the handler only."""
+stops and resumes (`actions/`), and the line `tilth start` prints when one is running. The token
+comes from `--token-file` or `--token` (seen by anyone who can list processes), else
+$TILTH_DASHBOARD_TOKEN. The web stack (starlette, uvicorn) is imported by the handler only."""
 
 from __future__ import annotations
 
@@ -46,13 +45,12 @@ def token_from(args: argparse.Namespace) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from tilth import actions
     from tilth.store.home import tilth_home
     from tilth.web.server import serve
 
     token = token_from(args)
     return serve(tilth_home(), args.host, args.port, token, exit_with=args.exit_with,
-                 echo=lambda line: print(line, flush=True), actions=actions)
+                 echo=lambda line: print(line, flush=True))
 
 
 def dashboard_line(session_id: str) -> str | None:

@@ -1,6 +1,6 @@
 """The dashboard's POST routes: answer, note, stop, resume (each the same operation the CLI's command
-calls, `tilth.actions`, handed in by `cli/cmd_serve.py` since `web/` may not import it, with
-by="dashboard"), and the login form. Every POST carries the CSRF token (`web/access.py`) and comes
+calls, `actions/`, with by="dashboard", so it is recorded as the CLI's would be and works for a
+dispatched session too), and the login form. Every POST carries the CSRF token (`web/access.py`) and comes
 from this dashboard's own pages (an `Origin` of another site is refused); the body is a small
 urlencoded form read here (no multipart parser). The page's script asks for JSON (`Accept:
 application/json`: {ok, what} or {ok: false, error}); a plain form post gets a 303 back to the page.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.requests import Request
@@ -23,15 +23,6 @@ from tilth.web.forms import MAX_TEXT, login_form
 
 FORM_BYTES = 64 << 10
 BY = "dashboard"
-
-
-class Actions(Protocol):
-    """`tilth.actions`: what a person does to a session."""
-
-    def answer_question(self, home: Path, session_id: str, text: str, *, by: str, task: str | None = None) -> Any: ...
-    def leave_note(self, home: Path, session_id: str, text: str, *, by: str) -> Any: ...
-    def stop_session(self, home: Path, session_id: str, *, by: str) -> Any: ...
-    def resume_session(self, home: Path, session_id: str, *, by: str) -> Any: ...
 
 
 class Refused(Exception):
@@ -79,7 +70,7 @@ def _reply(request: Request, sid: str, status: int, payload: dict[str, Any]) -> 
     return RedirectResponse(pages.href("s", sid), 303)
 
 
-def action_routes(home: Path, actions: Actions | None) -> dict[str, Callable]:
+def action_routes(home: Path) -> dict[str, Callable]:
     """The endpoints of POST /s/<id>/{answer,note,stop,resume}."""
     def do(kind: str) -> Callable:
         async def endpoint(request: Request) -> Response:
@@ -87,8 +78,8 @@ def action_routes(home: Path, actions: Actions | None) -> dict[str, Callable]:
             try:
                 data.paths_of(home, sid)
                 form = await read_form(request)
-                if actions is None:
-                    raise Refused(503, "this dashboard was started without its actions; it only shows")
+                from tilth import actions  # the runner's, supervisor's and broker's code: loaded on the first action
+
                 call = {"answer": lambda: actions.answer_question(home, sid, _text(form, "answer"), by=BY,
                                                                   task=form.get("task") or None),
                         "note": lambda: actions.leave_note(home, sid, _text(form, "note"), by=BY),

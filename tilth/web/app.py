@@ -24,14 +24,13 @@ from starlette.routing import Route
 
 from tilth.web import data, live, overview, pages
 from tilth.web.access import Guard, csrf_token, html, nonce
-from tilth.web.acting import Actions, action_routes, login_routes
+from tilth.web.acting import action_routes, login_routes
 from tilth.web.assets import FAVICON
 from tilth.web.streaming import EventStream, StreamGate
 
 
 def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
-             stopping: live.Stopping = lambda: False, actions: Actions | None = None,
-             gate: StreamGate | None = None) -> Callable:
+             stopping: live.Stopping = lambda: False, gate: StreamGate | None = None) -> Callable:
     gate = gate or StreamGate()
 
     def paths(request: Request):
@@ -80,7 +79,7 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
         return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
     show_login, submit_login = login_routes()
-    acts = action_routes(home, actions)
+    acts = action_routes(home)
     routes = [Route("/", guarded(sessions)), Route("/api/sessions", guarded(sessions_json)),
               Route("/live/sessions", guarded(sessions_live)), Route("/s/{sid}", guarded(session)),
               Route("/api/s/{sid}", guarded(session_json)), Route("/s/{sid}/live/state", guarded(session_state)),

@@ -64,7 +64,7 @@ def url_of(sock: socket.socket, host: str) -> str:
 
 
 def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | None = None,
-          echo=print, actions=None) -> int:
+          echo=print) -> int:
     import uvicorn
 
     from tilth.web.app import make_app
@@ -83,8 +83,7 @@ def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | 
         presence.publish(url)
         echo(f"dashboard: {url}" + (" (token required)" if token else ""))
         sys.stdout.flush()
-        app = make_app(home, token, loopback_only=is_loopback(host), stopping=lambda: server.should_exit,
-                       actions=actions)
+        app = make_app(home, token, loopback_only=is_loopback(host), stopping=lambda: server.should_exit)
         quiet_dropped_streams()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=SHUTDOWN_S)

@@ -1,5 +1,5 @@
-"""Retiring a session: `cleanse` once its branch is safe elsewhere (merged or pushed),
-`reset` to throw the session away entirely.
+"""Retiring a session: `cleanse_session` once its branch is safe elsewhere (merged or pushed),
+`reset_session` to throw the session away entirely.
 
 Both hold the session lock while they work, so a run cannot start underneath them.
 """
@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from tilth.actions.acted import Acted, changeable, check_by, record_act
 from tilth.core.errors import BadInput, SessionBusy, TilthError
 from tilth.git import gitcli
 from tilth.git.gitops import open_source_repo, remove_worktree
@@ -52,14 +53,21 @@ def _remove_git(record: SessionRecord, session_id: str) -> None:
                     Path(record.worktree))
 
 
-def cleanse(paths: SessionPaths) -> str:
+def cleanse_session(home: Path, session_id: str, *, by: str = "cli") -> Acted:
+    """Archive the session: its worktree and branch removed, its record kept (`acted` names `by`)."""
+    check_by(by)
+    paths, _ = changeable(home, session_id, archived_ok=True)
+    return Acted(paths.id, *cleanse(paths, by))
+
+
+def cleanse(paths: SessionPaths, by: str) -> tuple[str, tuple[str, ...]]:
     record = load_session(paths)
     gitcli.require_repo(record.repo)
     worktree = Path(record.worktree)
     with exclusive(paths, "cleanse"):
         tip = gitcli.branch_tip(record.repo, record.branch)
         if record.state == SessionState.archived and tip is None and not worktree.exists():
-            return f"session {paths.id} is already archived; its record is in {paths.dir}"
+            return f"session {paths.id} is already archived; its record is in {paths.dir}", ()
         holders = safe_elsewhere(record, tip) if tip else []
         if tip and not holders:
             raise BadInput(f"{record.branch} ({tip[:7]}) is neither merged nor pushed (no other branch or "
@@ -71,11 +79,21 @@ def cleanse(paths: SessionPaths) -> str:
         _remove_git(record, paths.id)
         set_state(paths, SessionState.archived, reason=f"removed by cleanse; {where}")  # `tilth status` shows it
         paths.reserve.unlink(missing_ok=True)  # an archived session never runs again
-    return f"archived session {paths.id}: removed its worktree and {record.branch} ({where}); record kept in {paths.dir}"
+        event = record_act(paths, "cleanse", by)
+    return (f"archived session {paths.id}: removed its worktree and {record.branch} ({where}); record kept in "
+            f"{paths.dir}", (event,))
 
 
 def reset_question(session_id: str) -> str:
     return f"Remove session {session_id}, its branch and worktree? [y/N] "
+
+
+def reset_session(home: Path, session_id: str, *, confirm: Callable[[str], bool], by: str = "cli") -> Acted:
+    """Remove the session entirely, once `confirm(question)` says so (else `Aborted`); its journal goes
+    with it, so no event says who did it."""
+    check_by(by)
+    paths, _ = changeable(home, session_id, archived_ok=True)
+    return Acted(paths.id, reset(paths, confirm))
 
 
 def reset(paths: SessionPaths, confirm: Callable[[str], bool]) -> str:
