@@ -92,7 +92,8 @@ def action_routes(home: Path) -> dict[str, Callable]:
                 return _reply(request, sid, exc.status, {"ok": False, "error": str(exc)})
             except TilthError as exc:
                 return _reply(request, sid, 409, {"ok": False, "error": data.one_line(exc)})
-            return _reply(request, sid, 200, {"ok": True, "what": getattr(acted, "what", f"{kind}: done")})
+            said = " ".join([acted.what, *acted.warnings])  # the warnings: what the CLI says on stderr
+            return _reply(request, sid, 200, {"ok": True, "what": said})
         return endpoint
     return {kind: do(kind) for kind in ("answer", "note", "stop", "resume")}
 
