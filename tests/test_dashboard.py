@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import socket
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -259,3 +261,47 @@ def test_the_session_page_shows_each_tasks_receipt(sandbox, served) -> None:
     row = body[body.index('data-task="T-1"'):]
     row = row[:row.index("</tr>")]
     assert status == 200 and '<td class="receipt">2 attempts, 0 in + 0 cached + 0 out tokens, $0.0000' in row, row
+
+
+def open_stream(url: str, path: str, token: str) -> tuple[socket.socket, str]:
+    """A raw connection asking for a live stream; its status line."""
+    parsed = urllib.parse.urlsplit(url)
+    conn = socket.create_connection((parsed.hostname, parsed.port), timeout=10)
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {parsed.netloc}\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n" not in head:
+        chunk = conn.recv(256)
+        if not chunk:
+            break
+        head += chunk
+    return conn, head.split(b"\r\n")[0].decode()
+
+
+@pytest.mark.slow
+def test_the_token_from_a_file_or_the_environment_stays_out_of_ps_and_live_streams_are_capped(
+        sandbox, served, tmp_path: Path) -> None:
+    from tilth.web.streaming import StreamGate
+
+    held = tmp_path / "token"
+    held.write_text(TOKEN + "\n")
+    server = served("--token-file", str(held))
+    assert TOKEN.encode() not in Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
+    assert server.get("/api/sessions")[0] == 401
+    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+
+    most = StreamGate().most
+    streams = [open_stream(server.url, "/live/sessions", TOKEN) for _ in range(most)]
+    try:
+        assert {status for _, status in streams} == {"HTTP/1.1 200 OK"}
+        extra, status = open_stream(server.url, "/live/sessions", TOKEN)
+        extra.close()
+        assert status == "HTTP/1.1 503 Service Unavailable", "one stream over the cap is refused"
+    finally:
+        for conn, _ in streams:
+            conn.close()
+    assert server.stop() == 0
+
+    sandbox.env["TILTH_DASHBOARD_TOKEN"] = "from-the-environment"
+    server = served()
+    assert server.get("/api/sessions", {"Authorization": "Bearer from-the-environment"})[0] == 200
+    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 401

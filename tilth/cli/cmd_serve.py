@@ -1,20 +1,55 @@
-"""`tilth serve`: the read-only live web dashboard of $TILTH_HOME (`web/`), and the line
-`tilth start` prints when one is running. The web stack (starlette, uvicorn) is imported by the
-handler only."""
+"""`tilth serve`: the live web dashboard of $TILTH_HOME (`web/`), where a person answers, notes,
+stops and resumes (`actions/`), and the line `tilth start` prints when one is running. The token
+comes from `--token-file` or `--token` (seen by anyone who can list processes), else
+$TILTH_DASHBOARD_TOKEN. The web stack (starlette, uvicorn) is imported by the handler only."""
 
 from __future__ import annotations
 
 import argparse
+import os
+
+from tilth.core.errors import BadInput
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+TOKEN_ENV = "TILTH_DASHBOARD_TOKEN"
+TOKEN_FILE_BYTES = 4096
+
+
+def token_from(args: argparse.Namespace) -> str | None:
+    """The token from --token-file, $TILTH_DASHBOARD_TOKEN or --token (at most one of the options);
+    None without one. An empty or unreadable one is one line."""
+    if args.token is not None and args.token_file is not None:
+        raise BadInput("--token and --token-file both given; pass one (--token-file keeps it out of `ps`)")
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, "rb") as f:
+                raw = f.read(TOKEN_FILE_BYTES + 1)
+        except OSError as exc:
+            raise BadInput(f"--token-file {args.token_file}: {exc.strerror or exc}") from None
+        if len(raw) > TOKEN_FILE_BYTES:
+            raise BadInput(f"--token-file {args.token_file} is over {TOKEN_FILE_BYTES} bytes; it should hold only the token")
+        try:
+            token = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise BadInput(f"--token-file {args.token_file} is not UTF-8 text") from None
+        if not token or any(c.isspace() for c in token):
+            raise BadInput(f"--token-file {args.token_file} must hold one token on one line (it is empty or has spaces)")
+        return token
+    if args.token is not None:
+        return args.token
+    from_env = os.environ.get(TOKEN_ENV)
+    if from_env is not None and not from_env.strip():
+        raise BadInput(f"${TOKEN_ENV} is set but empty; unset it or put the token in it")
+    return from_env.strip() if from_env else None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from tilth.store.home import tilth_home
     from tilth.web.server import serve
 
-    return serve(tilth_home(), args.host, args.port, args.token, exit_with=args.exit_with,
+    token = token_from(args)
+    return serve(tilth_home(), args.host, args.port, token, exit_with=args.exit_with,
                  echo=lambda line: print(line, flush=True))
 
 
@@ -39,11 +74,13 @@ def _port(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    serve = sub.add_parser("serve", help="a read-only live web dashboard of every session (loopback unless --token)")
+    serve = sub.add_parser("serve", help="a live web dashboard of every session, to answer, note, stop and resume "
+                                         "from (loopback unless it has a token)")
     serve.add_argument("--host", default=DEFAULT_HOST,
-                       help=f"address to listen on (default: {DEFAULT_HOST}); anything but loopback needs --token")
+                       help=f"address to listen on (default: {DEFAULT_HOST}); anything but loopback needs a token")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: a free one)")
-    serve.add_argument("--token", help="require this token on every request (`?token=` once, then a cookie; "
-                                       "or `Authorization: Bearer`)")
+    serve.add_argument("--token-file", metavar="PATH", help="require the token in this file on every request "
+                       "(`?token=` or the login form once, then a cookie; or `Authorization: Bearer`)")
+    serve.add_argument("--token", help=f"the token itself (visible in `ps`: prefer --token-file or ${TOKEN_ENV})")
     serve.add_argument("--exit-with", type=int, default=None, help=argparse.SUPPRESS)  # the supervisor's pid
     serve.set_defaults(handler=cmd_serve)

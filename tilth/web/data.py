@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,3 +190,63 @@ def file_stamp(paths: SessionPaths, name: str) -> tuple[int, int] | None:
         return st.st_size, st.st_mtime_ns
     except OSError:
         return None
+
+
+ATTENTION_STATES = ("waiting", "paused", "failed", "crashed")
+"""A session in one of these states waits on a person (an answer, a resume, a look at why)."""
+NIGHT_S = 24 * 3600
+
+
+def _age_s(ts: str | None, now: float) -> float | None:
+    from tilth.core.clock import parse_utc
+
+    moment = parse_utc(ts) if ts else None
+    return None if moment is None else max(0.0, now - moment.timestamp())
+
+
+def needs_you(home: Path, summaries: list[dict[str, Any]], now: float | None = None) -> dict[str, Any]:
+    """What waits on the person, from the summaries: every open question (session, task, its title,
+    who asked, the text, how long it has waited), the sessions waiting, paused, failed or crashed
+    with their reason, and the spend of the sessions active in the last 24 hours."""
+    from tilth.store.answers import last_question
+
+    now = time.time() if now is None else now
+    questions, attention = [], []
+    spend, lower_bound, active = 0.0, False, 0
+    for s in summaries:
+        if "error" in s:
+            attention.append({"session": s["id"], "state": "unreadable", "reason": s["error"]})
+            continue
+        titles = {t["id"]: t["title"] for t in s.get("tasks") or []}
+        for q in s.get("questions") or []:
+            if q.get("answered"):
+                continue
+            asked = last_question(session_paths(s["id"], home).dir, q["task"])
+            questions.append({"session": s["id"], "task": q["task"], "title": titles.get(q["task"], ""),
+                              "asked_by": q.get("asked_by"), "question": q.get("question"),
+                              "context": q.get("context") or "", "waited_s": _age_s(asked.at if asked else None, now)})
+        if s.get("state") in ATTENTION_STATES:
+            attention.append({"session": s["id"], "state": s["state"], "reason": s.get("reason") or "",
+                              "paused_until": s.get("paused_until")})
+        touched = file_stamp(session_paths(s["id"], home), "events.jsonl")
+        if touched is not None and now - touched[1] / 1e9 <= NIGHT_S:
+            active += 1
+            spend += s.get("cost_usd") or 0.0
+            lower_bound = lower_bound or bool(s.get("cost_is_lower_bound"))
+    questions.sort(key=lambda q: -(q["waited_s"] or 0))
+    return {"questions": questions, "attention": attention,
+            "spend": {"usd": round(spend, 6), "lower_bound": lower_bound, "sessions": active}}
+
+
+def task_details(paths: SessionPaths) -> list[dict[str, Any]]:
+    """Each task's description and criteria (a criterion with a command shows it); none when the plan
+    cannot be read (the tasks table says why)."""
+    from tilth.store.prd import load_plan
+
+    try:
+        plan = load_plan(paths.prd)
+    except (TilthError, OSError, ValueError):
+        return []
+    return [{"id": t.id, "title": t.title, "description": t.description,
+             "criteria": [c.text + (f"\n\n`verify: {c.verify}`" if c.verify else "") for c in t.criteria]}
+            for t in plan]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import AsyncIterator, Callable
 from tilth.store.home import SessionPaths
 from tilth.views.follow import events_in, last_lines, stamped
 from tilth.views.readable import Readable
-from tilth.web import data, pages
+from tilth.web import data, forms, overview, pages
 
 STATE_EVERY_S = 1.0
 LOG_EVERY_S = 0.4
@@ -31,6 +32,8 @@ KEEPALIVE_S = 15.0
 BACKLOG_LINES = 300
 READ_BYTES = 1 << 20
 """At most this much of the journal is read per poll: a burst is sent over a few polls."""
+OFFSET = re.compile(r"^[0-9]{1,18}$")
+"""A `Last-Event-ID` this stream sent (a byte offset); anything else starts from the end again."""
 
 
 def message(event: str, payload: object, event_id: str | None = None) -> bytes:
@@ -68,15 +71,16 @@ async def state_stream(render: Callable[[], dict[str, str]], stopping: Stopping)
 
 
 def overview_parts(home: Path) -> dict[str, str]:
-    return {"sessions": pages.sessions_rows(data.overview(home))}
+    summaries = data.overview(home)
+    return {"sessions": overview.sessions_rows(summaries), "needs": overview.needs_you(data.needs_you(home, summaries))}
 
 
 class SessionParts:
     """The session page's fragments, the costly ones (ledger, commits, files) rebuilt only when
     the files they come from changed."""
 
-    def __init__(self, paths: SessionPaths):
-        self.paths = paths
+    def __init__(self, paths: SessionPaths, csrf: str):
+        self.paths, self.csrf = paths, csrf
         self.cache: dict[str, tuple[object, str]] = {}
 
     def _cached(self, name: str, stamp: object, build: Callable[[], str]) -> str:
@@ -95,12 +99,16 @@ class SessionParts:
         events = data.file_stamp(paths, "events.jsonl")
         return {
             "head": pages.head(s), "meters": pages.meters(s), "tasks": pages.tasks(s),
+            "questions": forms.answer_forms(paths.id, s.get("questions") or [], self.csrf),
+            "act": forms.controls(paths.id, s, self.csrf),
+            "details": self._cached("details", data.file_stamp(paths, "prd.json"),
+                                    lambda: pages.task_details(data.task_details(paths))),
             "ledger": self._cached("ledger", (data.ledger_stamp(paths), tuple(titles)),
                                    lambda: pages.ledger(data.ledger(paths, list(titles)), titles)),
             "commits": self._cached("commits", (events, data.file_stamp(paths, "session.json")),
                                     lambda: pages.commits(paths.id, data.commits(paths))),
             **{name.split(".")[0]: self._cached(name, data.file_stamp(paths, name), lambda name=name: pages.text(
-                data.text_file(paths, name), f"no {name} yet")) for name in data.TEXT_FILES},
+                data.text_file(paths, name), f"no {name} yet", name == "transcript.md")) for name in data.TEXT_FILES},
         }
 
 
@@ -116,7 +124,7 @@ async def log_stream(paths: SessionPaths, resume_at: str | None, stopping: Stopp
     """The session's readable lines from the end of events.jsonl, then as they are appended."""
     path = paths.events
     found = _identity(path)
-    offset = int(resume_at) if resume_at and resume_at.isdigit() else None
+    offset = int(resume_at) if resume_at and OFFSET.match(resume_at) else None
     view = Readable()
     if offset is None or found is None or offset > found[1]:
         lines, offset, view = await asyncio.to_thread(last_lines, path, BACKLOG_LINES, False)

@@ -12,6 +12,7 @@ from tilth.views.figures import money, verdict_label
 from tilth.views.status import receipt_text, rows, task_state
 from tilth.web.assets import CSS, SESSION_JS, SESSIONS_JS
 from tilth.web.data import Attempt, CommitDiff
+from tilth.web.rendered import markdown
 
 
 def e(value: object) -> str:
@@ -26,41 +27,14 @@ def page(title: str, body: str, nonce: str, script: str = "", data: dict[str, st
     attrs = "".join(f' data-{k}="{e(v)}"' for k, v in (data or {}).items())
     js = f'<script nonce="{e(nonce)}">{script}</script>' if script else ""
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head>'
+            '<meta name="viewport" content="width=device-width,initial-scale=1"><link rel="icon" href="/favicon.ico">'
+            f'<style>{CSS}</style></head>'
             f"<body{attrs}>{body}{js}</body></html>")
 
 
 def bar(done: float, total: float, cls: str = "") -> str:
     pct = 0 if not total else max(0, min(100, round(100 * done / total)))
     return f'<span class="bar {cls}" title="{pct}%"><span style="width:{pct}%"></span></span>'
-
-
-# -- all sessions -------------------------------------------------------------------------
-
-def sessions_rows(summaries: list[dict[str, Any]]) -> str:
-    if not summaries:
-        return '<tr><td colspan="7" class="muted">no sessions; create one with <code>tilth start</code></td></tr>'
-    out = []
-    for s in summaries:
-        link = f'<a href="{href("s", s["id"])}">{e(s["id"])}</a>'
-        if "error" in s:
-            out.append(f'<tr data-session="{e(s["id"])}"><td>{link}</td>'
-                       f'<td colspan="6" class="error">{e(s["error"])}</td></tr>')
-            continue
-        sid, state, progress, current, elapsed, _tokens, cost, _branch = rows([s])[0]
-        total = len(s.get("tasks") or [])
-        out.append(f'<tr data-session="{e(sid)}"><td>{link}</td><td class="state state-{e(s["state"])}">{e(state)}</td>'
-                   f'<td class="progress">{bar(s.get("tasks_done", 0), total)}{e(progress)}</td>'
-                   f'<td class="current">{e(current)}</td><td class="num">{e(cost)}</td>'
-                   f'<td class="num">{e(elapsed)}</td><td class="muted">{e(s.get("created"))}</td></tr>')
-    return "".join(out)
-
-
-def sessions_page(summaries: list[dict[str, Any]], nonce: str) -> str:
-    body = ('<h1>tilth sessions <span id="live"></span></h1><table><thead><tr><th>session</th><th>state</th>'
-            '<th>done</th><th>current</th><th>spend</th><th>elapsed</th><th>created</th></tr></thead>'
-            f'<tbody id="sessions">{sessions_rows(summaries)}</tbody></table>')
-    return page("tilth sessions", body, nonce, SESSIONS_JS, {"state": "/live/sessions"})
 
 
 # -- one session --------------------------------------------------------------------------
@@ -71,13 +45,13 @@ def head(s: dict[str, Any]) -> str:
     _, state, progress, current, elapsed, tokens, cost, branch = rows([s])[0]
     reason = f'<div>reason: {e(s["reason"])}</div>' if s.get("reason") else ""
     backend = e(s.get("backend")) + (" (test/demo backend, no model)" if s.get("backend") == "scripted" else "")
-    return (f'<div>state: <b class="state state-{e(s["state"])}">{e(state)}</b>, '
+    return (f'<div>state: <b class="state badge state-{e(s["state"])}">{e(state)}</b>, '
             f'{bar(s.get("tasks_done", 0), len(s.get("tasks") or []))}{e(progress)} done, current {e(current)}</div>'
             f'{reason}<div class="muted">branch {e(branch)} · backend {backend} · '
             f'{e(tokens)} tokens · {e(cost)} · elapsed {e(elapsed)}</div>')
 
 
-def _duration(seconds: float | None) -> str:
+def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     s = int(seconds)
@@ -85,7 +59,7 @@ def _duration(seconds: float | None) -> str:
 
 
 METERS = (("max_spend_usd", "spend", lambda v: f"${v:.2f}"),
-          ("max_wall_clock_s", "wall clock (all runs)", _duration),
+          ("max_wall_clock_s", "wall clock (all runs)", duration),
           ("max_evaluator_calls_per_task", "evaluator calls (current task)", lambda v: f"{v:g}"))
 
 
@@ -117,8 +91,8 @@ def tasks(s: dict[str, Any]) -> str:
     if "error" in s:
         return ""
     verdicts = s.get("verdicts") or {}
-    out = ['<table><thead><tr><th>task</th><th>title</th><th>status</th><th>iterations</th>'
-           '<th>last verdict</th><th>receipt</th></tr></thead><tbody>']
+    out = ['<div class="wide"><table><thead><tr><th>task</th><th>title</th><th>status</th><th>iterations</th>'
+           '<th>last verdict</th><th class="receipt">receipt</th></tr></thead><tbody>']
     for t in s.get("tasks") or []:
         v = verdicts.get(t["id"]) or {}
         iters = v.get("attempts") or ""
@@ -127,8 +101,9 @@ def tasks(s: dict[str, Any]) -> str:
         out.append(f'<tr data-task="{e(t["id"])}"><td>{e(t["id"])}</td><td>{e(t["title"])}</td>'
                    f'<td class="status status-{e(t["status"])}">{e(task_state(t))}</td>'
                    f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(v.get("last_verdict", ""))}</td>'
-                   f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}</td></tr>')
-    return "".join(out) + "</tbody></table>"
+                   f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}'
+                   "</td></tr>")
+    return "".join(out) + "</tbody></table></div>"
 
 
 def _attempt(tid: str, a: Attempt) -> str:
@@ -155,22 +130,38 @@ def ledger(entries: dict[str, list[Attempt]], titles: dict[str, str]) -> str:
 def commits(sid: str, records: list[dict[str, str]]) -> str:
     if not records:
         return '<p class="muted">no commits on the branch yet</p>'
-    out = ["<table><thead><tr><th>commit</th><th>task</th><th>subject</th><th>iterations</th></tr></thead><tbody>"]
+    out = ['<div class="wide"><table><thead><tr><th>commit</th><th>task</th><th>subject</th><th>iterations</th></tr>'
+           "</thead><tbody>"]
     for c in records:
         failed = c.get("Tilth-Outcome") == "failed"
         out.append(f'<tr data-commit="{e(c["sha"])}"><td><a href="{href("s", sid, "commit", c["sha"])}">'
                    f'<code>{e(c["sha"])}</code></a></td><td>{e(c.get("Tilth-Task"))}</td>'
                    f'<td{" class=error" if failed else ""}>{e(c.get("subject"))}</td>'
                    f'<td class="num">{e(c.get("Tilth-Iterations"))}</td></tr>')
-    return "".join(out) + "</tbody></table>"
+    return "".join(out) + "</tbody></table></div>"
 
 
-def text(body: str | None, missing: str) -> str:
-    return f"<pre>{e(body)}</pre>" if body is not None else f'<p class="muted">{e(missing)}</p>'
+def text(body: str | None, missing: str, rendered: bool) -> str:
+    """A session's text file: transcript.md rendered as markdown, report.md (aligned plain text) as it is."""
+    if body is None:
+        return f'<p class="muted">{e(missing)}</p>'
+    return markdown(body) if rendered else f"<pre>{e(body)}</pre>"
+
+
+def task_details(details: list[dict[str, Any]]) -> str:
+    """Each task's description and criteria, rendered from the plan's markdown."""
+    out = []
+    for t in details:
+        criteria = "".join(f"<li>{markdown(c)}</li>" for c in t["criteria"])
+        out.append(f'<details class="task-detail" id="detail-{e(t["id"])}"><summary><b>{e(t["id"])}</b> '
+                   f'{e(t["title"])}</summary>{markdown(t["description"]) if t["description"] else ""}'
+                   + (f"<div>criteria:</div><ul>{criteria}</ul>" if criteria else "") + "</details>")
+    return "".join(out)
 
 
 SECTIONS = (("head", None), ("meters", "meters"), ("tasks", "tasks"), ("ledger", "ledger (each evaluated attempt)"),
-            ("commits", "commits on the branch"), ("report", "report"), ("transcript", "transcript"))
+            ("commits", "commits on the branch"), ("report", "report"), ("transcript", "transcript"),
+            ("questions", None), ("act", "act"), ("details", "task details"))
 
 
 def session_page(sid: str, parts: dict[str, str], nonce: str) -> str:
@@ -178,8 +169,10 @@ def session_page(sid: str, parts: dict[str, str], nonce: str) -> str:
         return (f"<h2>{e(title)}</h2>" if title else "") + f'<div id="{name}">{parts.get(name, "")}</div>'
 
     left = "".join(section(n, t) for n, t in SECTIONS if n in ("meters", "tasks", "commits"))
-    sections = (section(*SECTIONS[0]) + f'<div class="grid"><div>{left}</div><div>{section(*SECTIONS[3])}</div></div>'
-                '<h2>events</h2><pre id="log"></pre>' + "".join(section(n, t) for n, t in SECTIONS[5:]))
+    sections = (section(*SECTIONS[0]) + section(*SECTIONS[7]) + '<p id="acted" role="status"></p>'
+                + section(*SECTIONS[8]) + f'<div class="grid"><div>{left}{section(*SECTIONS[9])}</div>'
+                f'<div>{section(*SECTIONS[3])}</div></div><h2>events</h2><pre id="log"></pre>'
+                + "".join(section(n, t) for n, t in SECTIONS[5:7]))
     body = (f'<p><a href="/">&larr; all sessions</a></p><h1>session {e(sid)} <span id="live"></span></h1>{sections}')
     return page(f"tilth {sid}", body, nonce, SESSIONS_JS + SESSION_JS,
                 {"state": href("s", sid, "live", "state"), "log": href("s", sid, "live", "log")})

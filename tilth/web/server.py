@@ -31,10 +31,10 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, token: str | None) -> None:
     if token is not None and not token.strip():
-        raise BadInput("--token is empty; pass a token every request must carry")
+        raise BadInput("the token is empty; pass a token every request must carry")
     if not is_loopback(host) and not token:
         raise BadInput(f"--host {host} is not loopback: the dashboard shows your code and sessions to anyone who "
-                       "can reach it, so pass --token T (every request must then carry it)")
+                       "can reach it, so give it a token (--token-file PATH or $TILTH_DASHBOARD_TOKEN; every request must then carry it)")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -68,6 +68,7 @@ def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | 
     import uvicorn
 
     from tilth.web.app import make_app
+    from tilth.web.streaming import quiet_dropped_streams
 
     check_bind(host, token)
     sock = bind(host, port)
@@ -83,6 +84,7 @@ def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | 
         echo(f"dashboard: {url}" + (" (token required)" if token else ""))
         sys.stdout.flush()
         app = make_app(home, token, loopback_only=is_loopback(host), stopping=lambda: server.should_exit)
+        quiet_dropped_streams()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=SHUTDOWN_S)
         server = uvicorn.Server(config)
