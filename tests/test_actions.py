@@ -197,3 +197,15 @@ def test_a_persons_action_between_runs_is_not_running_time(tmp_path):
     log.write_text("".join(json.dumps(e) + "\n" for e in events))
     assert running_seconds(events) == 15.0
     assert rebuild(log).clock.seconds() == 15.0
+
+
+def test_a_dashboard_resume_keeps_the_recorded_settings_a_cli_resume_takes_the_shells(here, monkeypatch):
+    """The dashboard's own environment is not the person's shell: resuming from it changes no setting."""
+    parked(here)
+    monkeypatch.setenv("TILTH_MAX_SPEND_USD", "7.5")
+    from_page = resume_session(here.home, "s1", by="dashboard", foreground=True)
+    assert "settings_recorded" not in from_page.events
+    assert not any("replace the recorded" in w for w in from_page.warnings)
+    from_shell = resume_session(here.home, "s1", by="cli", foreground=True)
+    assert "settings_recorded" in from_shell.events
+    assert any("max_spend_usd" in w for w in from_shell.warnings)

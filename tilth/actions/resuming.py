@@ -1,5 +1,6 @@
 """`resume_session`: a person continues a stopped, crashed, failed or waiting session: the settings the
-acting process sets (or, with `reload_settings`, every current one) replace the recorded ones, and the
+person's shell sets (`by="cli"`; a dashboard's process environment is not the person's, so from there
+none) or, with `reload_settings`, every current one replace the recorded ones, and the
 session is handed to the supervisor (`tilth run --resume` reconciles with the branch and unwinds a FAILED
 placeholder). A dispatched session is queued again for a worker."""
 
@@ -31,10 +32,11 @@ def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_setti
         from tilth.actions.handing import supervisor_sees_keys
 
         warnings = supervisor_sees_keys(paths.home, settings)
+    own_shell = by == "cli"
     shell = {name: value for name, value in settings.model_dump(mode="json").items()
-             if (name in sources or reload_settings) and name in travelling_fields()}
-    changed = record_settings(paths, shell, keys_in_use(settings), "openai" if "base_url" in sources else None,
-                              by=by)
+             if ((own_shell and name in sources) or reload_settings) and name in travelling_fields()}
+    backend = "openai" if own_shell and "base_url" in sources else None
+    changed = record_settings(paths, shell, keys_in_use(settings), backend, by=by)
     if changed:
         warnings.append(f"session {paths.id}: this shell's settings replace the recorded {', '.join(changed)}")
     events = ["settings_recorded"] if changed else []
