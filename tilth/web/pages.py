@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from tilth.views.figures import money, verdict_label
+from tilth.views.figures import dollars, spend, verdict_label
 from tilth.views.status import receipt_text, rows, task_state
 from tilth.web.assets import CSS, SESSION_JS, SESSIONS_JS
 from tilth.web.data import Attempt, CommitDiff
@@ -58,7 +58,7 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-METERS = (("max_spend_usd", "spend", lambda v: f"${v:.2f}"),
+METERS = (("max_spend_usd", "spend", dollars),
           ("max_wall_clock_s", "wall clock (all runs)", duration),
           ("max_evaluator_calls_per_task", "evaluator calls (current task)", lambda v: f"{v:g}"))
 
@@ -72,7 +72,8 @@ def meters(s: dict[str, Any]) -> str:
         cap = caps.get(name)
         if cap is None:
             value = plain[name]
-            shown = "-" if value is None else (money(value, s.get("cost_is_lower_bound", False), 2)
+            shown = "-" if value is None else (spend(value, s.get("cost_is_lower_bound", False),
+                                                     s.get("unpriced_calls", 0), 2, brief=True)
                                                if name == "max_spend_usd" else fmt(value))
             out.append(f'<div data-meter="{name}">{e(label)}: {e(shown)} <span class="muted">(no cap)</span></div>')
             continue
@@ -87,11 +88,16 @@ def meters(s: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _why(t: dict[str, Any], v: dict[str, Any]) -> str:
+    """The last verdict in words (a failed task: why it failed), as `tilth status` says it."""
+    return (v.get("failure") if t.get("status") == "failed" else None) or v.get("why") or v.get("last_verdict", "")
+
+
 def tasks(s: dict[str, Any]) -> str:
     if "error" in s:
         return ""
     verdicts = s.get("verdicts") or {}
-    out = ['<div class="wide"><table><thead><tr><th>task</th><th>title</th><th>status</th><th>iterations</th>'
+    out = ['<div class="wide"><table><thead><tr><th>task</th><th>title</th><th>status</th><th>attempts</th>'
            '<th>last verdict</th><th class="receipt">receipt</th></tr></thead><tbody>']
     for t in s.get("tasks") or []:
         v = verdicts.get(t["id"]) or {}
@@ -100,7 +106,7 @@ def tasks(s: dict[str, Any]) -> str:
             iters = f"#{s['iteration']} now"
         out.append(f'<tr data-task="{e(t["id"])}"><td>{e(t["id"])}</td><td>{e(t["title"])}</td>'
                    f'<td class="status status-{e(t["status"])}">{e(task_state(t))}</td>'
-                   f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(v.get("last_verdict", ""))}</td>'
+                   f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(_why(t, v))}</td>'
                    f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}'
                    "</td></tr>")
     return "".join(out) + "</tbody></table></div>"
@@ -130,7 +136,7 @@ def ledger(entries: dict[str, list[Attempt]], titles: dict[str, str]) -> str:
 def commits(sid: str, records: list[dict[str, str]]) -> str:
     if not records:
         return '<p class="muted">no commits on the branch yet</p>'
-    out = ['<div class="wide"><table><thead><tr><th>commit</th><th>task</th><th>subject</th><th>iterations</th></tr>'
+    out = ['<div class="wide"><table><thead><tr><th>commit</th><th>task</th><th>subject</th><th>attempts</th></tr>'
            "</thead><tbody>"]
     for c in records:
         failed = c.get("Tilth-Outcome") == "failed"
