@@ -224,7 +224,7 @@ def test_wait_says_every_interval_what_it_still_waits_for(sandbox):
 def test_wait_help_lists_every_exit_code(sandbox):
     import re
 
-    from tilth.cli.cmd_dispatch import WAIT_EXIT
+    from tilth.actions.remote import WAIT_EXIT
     from tilth.views.follow import EXIT_CODES, EXIT_TIMEOUT
 
     shown = " ".join(sandbox.tilth("wait", "--help").stdout.split())

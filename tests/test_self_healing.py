@@ -213,12 +213,14 @@ def test_daemon_install_without_a_working_systemctl_says_what_to_run(sandbox, tm
 
 def test_old_session_files_still_load():
     """session.json written before the auto-resume fields existed loads with their defaults."""
+    from pydantic import TypeAdapter
+
     from tilth.store.session import SessionRecord
 
     old = {"id": "s1", "repo": "/r", "base_commit": "0" * 40, "branch": "session/s1", "worktree": "/w",
            "state": "crashed", "backend": {"name": "scripted"}, "created": "2026-01-01T00:00:00Z",
            "updated": "2026-01-01T00:00:00Z", "supervised": True}
-    record = SessionRecord.model_validate(old)
+    record = TypeAdapter(SessionRecord).validate_python(old)
     assert record.auto_resumes == 0 and record.auto_resume_at is None
 
 

@@ -17,9 +17,9 @@ ACTORS = ("cli", "dashboard")
 
 document(
     {
-        "acted": "a person acted on the session (tilth/actions); data: action (answer|note|stop|resume|start|"
-                 "cleanse|plan), by (cli|dashboard), and what the action adds: note (answer, note: the record's "
-                 "id), now and pid (stop: the runner told, written before it is signalled)",
+        "acted": ("a person acted on the session (tilth/actions); data: action (answer|note|stop|resume|start|"
+                  "cleanse|plan), by (cli|dashboard), and what the action adds: note (answer, note: the record's "
+                  "id), now and pid (stop: the runner told, written before it is signalled)", "action by note now pid"),
     }
 )
 
@@ -67,9 +67,11 @@ def changeable(home: Path, session_id: str, archived_ok: bool = False) -> tuple[
     return paths, record
 
 
-def record_act(paths: SessionPaths, action: str, by: str, task: str | None = None, **data: Any) -> str:
+def record_act(paths: SessionPaths, action: str, by: str, task: str | None = None, *, note: str | None = None,
+               now: bool | None = None, pid: int | None = None) -> str:
     """The `acted` event (appended in one write, so it is safe beside a runner's own appends)."""
-    EventLog(paths.events).emit("acted", task, action=action, by=by, **data)
+    EventLog(paths.events).emit("acted", task, action=action, by=by, **({"note": note} if note is not None else {}),
+                                **({"now": now} if now is not None else {}), **({"pid": pid} if pid is not None else {}))
     return "acted"
 
 

@@ -142,7 +142,7 @@ def _count(text: str) -> int:
 WAIT_CODES = ("0 all done, 1 a task failed (or a dispatched session was refused), 2 bad input, 3 stopped, crashed "
               "or paused, 4 timed out (or a dispatched session the broker forgot), 5 waiting for an answer "
               "(`tilth answer`); several sessions: the highest")
-"""views/follow.EXIT_CODES and EXIT_TIMEOUT, cli/cmd_dispatch.WAIT_EXIT, in words (tests/test_cli_edges.py
+"""views/follow.EXIT_CODES and EXIT_TIMEOUT, actions/remote.WAIT_EXIT, in words (tests/test_cli_edges.py
 checks that every code is here)."""
 
 
