@@ -8,12 +8,15 @@ and the tests that should catch it (AGENTS.md's module -> tests map, narrowed to
 exercise the promise).
 
 For each entry the runner copies the tree (the files git knows, as they are in the working tree)
-to a fresh directory, applies the edit there, and runs the named tests from that copy with
-`PYTHONPATH` at it and bytecode writing off, so the tests and every `python -m tilth` they spawn
-import the mutated copy (the runner checks that once: a `python -m tilth` started elsewhere
+to a fresh directory, applies the edit there, and gives the copy a virtual environment of its own
+(no pip, a `.pth` naming the copy and then this checkout's `.venv` site-packages for the
+dependencies): the named tests run with that environment's python, so they and every `python -m
+tilth` they spawn import the mutated copy, whatever environment a test gives its subprocesses (the
+runner checks that: a python of the copy's environment started with an empty environment elsewhere
 resolves `tilth` inside the copy). A mutant is *caught* when a test fails, *survived* when the
 named tests pass, *skipped* when they only skipped (a skip proves nothing: counted as survived),
-*timeout* when the whole run overran (counted as survived). It prints a table and the share
+*timeout* when the whole run overran, *error* when the copy could not be set up (both counted
+as survived). It prints a table and the share
 caught, and exits 1 under `--min` percent (90).
 
     .venv/bin/python scripts/promise_mutants.py                 # every entry, one at a time
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import time
 import tomllib
+import venv
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -115,17 +119,27 @@ def copy_tree(source: Path, dest: Path) -> None:
     os.chmod(dest, 0o755)  # tests that run tilth as an unprivileged user must be able to import it
 
 
-def environment(copy: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
-    env.update({"PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1", "TILTH_REQUIRE_BWRAP": "1",
-                "TILTH_REQUIRE_REDIS": "1"})
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_") and k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update({"TILTH_REQUIRE_BWRAP": "1", "TILTH_REQUIRE_REDIS": "1"})
     return env
 
 
-def imports_copy(copy: Path) -> bool:
-    """A `python -m tilth` started outside the copy (as the tests start it) imports the copy."""
-    probe = subprocess.run([sys.executable, "-c", "import tilth, sys; sys.stdout.write(tilth.__file__)"],
-                           env=environment(copy), cwd="/", capture_output=True, text=True)
+def make_venv(copy: Path) -> Path:
+    """The copy's own environment: its python imports tilth from the copy (first on the path, with
+    no editable-install finder), everything else from this checkout's environment. Returns its python."""
+    venv_dir = copy / ".mutant-venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(venv_dir)
+    site = next((venv_dir / "lib").glob("python3*/site-packages"))
+    deps = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+    (site / "mutant.pth").write_text(f"{copy}\n{deps}\n")
+    return venv_dir / "bin" / "python"
+
+
+def imports_copy(python: Path, copy: Path) -> bool:
+    """A python of the copy's environment with nothing in its environment, started elsewhere, imports the copy."""
+    probe = subprocess.run([str(python), "-c", "import tilth, sys; sys.stdout.write(tilth.__file__)"],
+                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/", capture_output=True, text=True)
     return probe.returncode == 0 and Path(probe.stdout).resolve().is_relative_to(copy.resolve())
 
 
@@ -138,11 +152,14 @@ class Outcome:
 
 
 def run_tests(copy: Path, tests: tuple[str, ...], timeout: float, per_test: int) -> tuple[str, str]:
+    python = make_venv(copy)
+    if not imports_copy(python, copy):
+        return "error", "the copy's python does not import tilth from the copy"
     report = copy / ".mutant-junit.xml"
-    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", f"--timeout={per_test}",
+    argv = [str(python), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", f"--timeout={per_test}",
             f"--junitxml={report}", *tests]
     try:
-        done = subprocess.run(argv, cwd=copy, env=environment(copy), capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, cwd=copy, env=environment(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout", f"over {timeout:.0f} s"
     if not report.exists():
@@ -223,10 +240,6 @@ def main(argv: list[str] | None = None) -> int:
         os.chmod(work, 0o755)
         base = work / "base"
         copy_tree(ROOT, base)
-        if not imports_copy(base):
-            print("promise_mutants: a python started with PYTHONPATH at the copy does not import tilth from it",
-                  file=sys.stderr)
-            return 2
         if args.baseline:
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
                 clean = list(pool.map(lambda b: run_one(b, base, work, args.timeout, args.per_test, apply=False),
