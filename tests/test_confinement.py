@@ -434,3 +434,18 @@ def test_the_policy_lets_reading_git_commands_through(command):
     from tilth.agents.policy import refusal
 
     assert refusal("bash", {"command": command}) is None, command
+
+
+@pytest.mark.slow
+def test_a_hook_runs_without_tilths_settings_and_the_model_keys(sandbox):
+    """A hook runs on the host with the user's environment minus TILTH_*, OPENAI_*, OPENROUTER_* and
+    ANTHROPIC_* (hooks.md): a key in the shell that started tilth never reaches a hook."""
+    dump = sandbox.root / "hook-env.txt"
+    write_hook(sandbox.home / "hooks", "session_end", f"env > {dump}")
+    keys = {"OPENAI_API_KEY": "sk-sentinel-openai", "OPENROUTER_API_KEY": "sentinel-openrouter",
+            "ANTHROPIC_API_KEY": "sentinel-anthropic", "TILTH_API_KEY": "sentinel-tilth", "KEPT_BY_HOOKS": "kept"}
+    result = sandbox.start("s1", [task("T-1")], {"tasks": {"T-1": [{"write": {"a.txt": "a"}}]}}, env=keys)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = dump.read_text()
+    assert "KEPT_BY_HOOKS=kept" in seen, "the hook ran with the user's environment"
+    assert "sentinel" not in seen and not [line for line in seen.splitlines() if line.startswith("TILTH_")], seen
