@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: check test demo bench soak clean llama agents browser redis
+.PHONY: check test demo bench soak mutants clean llama agents browser redis
 
 # The fast tier: in-process and local subprocesses only, no real CLI agent, browser, redis or llama.cpp,
 # nothing marked slow (the markers are in pyproject.toml; AGENTS.md maps each module to its tests).
@@ -59,6 +59,11 @@ bench: $(STAMP) redis
 # The random kill -9 test, long: 200 sessions killed at random instants (about 10 minutes).
 soak: $(STAMP)
 	TILTH_KILL_TRIALS=$${TILTH_KILL_TRIALS:-200} $(BIN)/python -m pytest -q tests/test_random_kills.py
+
+# Each deliberate breakage of a README promise (scripts/promise_mutants.toml) applied to a copy of the tree,
+# the tests it names run against it: prints which were caught; fails under 90% (about 40 min on 2 busy cores).
+mutants: $(STAMP) redis
+	$(BIN)/python scripts/promise_mutants.py
 
 clean:
 	rm -rf $(VENV) .demo
