@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -235,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
               "the tests that need them would fail and count as catches", file=sys.stderr)
         return 2
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the copies are removed on the way out
     with tempfile.TemporaryDirectory(prefix="tilth-mutants-") as tmp:
         work = Path(tmp)
         os.chmod(work, 0o755)
