@@ -172,7 +172,11 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout: float, per_test: int)
     if failed:
         first = next((case for case in suite.iter("testcase") if case.find("failure") is not None
                       or case.find("error") is not None), None)
-        return "caught", f"{first.get('name') if first is not None else '?'} failed"
+        if first is None:
+            return "caught", "? failed"
+        why = first.find("failure") if first.find("failure") is not None else first.find("error")
+        said = " ".join((why.get("message") or "").split())[:160]
+        return "caught", f"{first.get('name')} failed: {said}"
     if done.returncode not in (0, 5) and total == 0:
         return "caught", f"pytest exit {done.returncode}: {done.stdout.strip()[-200:]}"
     if total == skipped:
