@@ -202,7 +202,7 @@ def table(breakages: list[Breakage], outcomes: dict[str, Outcome]) -> str:
     rows = [("id", "result", "s", "file", "detail")]
     for b in breakages:
         o = outcomes[b.id]
-        rows.append((b.id, o.result, f"{o.seconds:.0f}", b.file.removeprefix("tilth/"), o.detail[:70]))
+        rows.append((b.id, o.result, f"{o.seconds:.0f}", b.file.removeprefix("tilth/"), o.detail[:120]))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows)
 
