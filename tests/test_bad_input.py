@@ -60,6 +60,8 @@ def test_bad_repo_base_and_ids_are_refused(sandbox, tmp_path):
         (["--repo", str(not_git)], "is not a git repository"),
         (["--base", "no-such-rev"], "does not name a commit"),
         (["--id", "../escape"], "invalid session id"),
+        (["--id", "a..b"], "invalid session id"),  # no branch session/a..b in git
+        (["--id", "ends."], "invalid session id"),
         (["--scenario", str(tmp_path / "missing.json")], "scenario file"),
     ]
     for extra, expected in cases:

@@ -385,3 +385,67 @@ def test_check_commands_and_scripted_commands_run_confined(sandbox):
     seen = git(sandbox.repo, "show", "session/s1:seen.txt")
     assert "No such file" in seen and seen.endswith("\n\n"), "sessions hidden, TILTH_HOME not in the env"
     assert not list(Path("/var/tmp").glob(f"tilth-{tag}-*"))
+
+
+# Names a user's shell commonly holds, by the prefix a loosened allowlist would let through: tokens,
+# cloud and forge credentials, git's own redirections, sockets, interpreter and loader hooks.
+ENVIRONMENT_OF_A_USER = (
+    "GITHUB_TOKEN", "GH_TOKEN", "GITLAB_TOKEN", "CI_JOB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN", "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HF_TOKEN",
+    "NPM_TOKEN", "NODE_AUTH_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "DOCKER_HOST", "DOCKER_AUTH_CONFIG",
+    "KUBECONFIG", "VAULT_TOKEN", "SLACK_TOKEN", "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS",
+    "GIT_SSH_COMMAND", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_PARAMETERS", "SSH_ASKPASS", "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "TILTH_API_KEY", "TILTH_HOME", "PYTHONPATH", "PYTHONSTARTUP",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "BASH_ENV", "ENV", "PROMPT_COMMAND", "DISPLAY", "WAYLAND_DISPLAY",
+    "SUDO_ASKPASS", "MAIL", "OLDPWD", "PWD", "EDITOR", "PAGER", "HISTFILE", "SECRET", "PASSWORD", "TOKEN",
+    "X_API_KEY", "MY_SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SENTRY_DSN", "STRIPE_SECRET_KEY",
+)
+
+
+def test_the_agents_environment_is_the_allowlist_and_nothing_more():
+    """Only BASE_ENV, LC_* and the names `agent_pass_env` lists reach an agent's commands, from an
+    environment holding every other kind of variable a user's shell has (security.md)."""
+    from tilth.agents.confinement import BASE_ENV, agent_env
+
+    allowed = {name: f"value of {name}" for name in BASE_ENV} | {"LC_ALL": "C.UTF-8", "LC_TIME": "C"}
+    shell = {**{name: "sentinel-" + name for name in ENVIRONMENT_OF_A_USER}, **allowed}
+    assert agent_env(base=shell) == allowed
+    assert agent_env(["HF_TOKEN", "NOT_SET"], base=shell) == {**allowed, "HF_TOKEN": "sentinel-HF_TOKEN"}
+
+
+@pytest.mark.parametrize("command", [
+    "git commit -m x", "git commit", "git -c user.name=a -c user.email=b commit -qam x", "git -C . commit --amend",
+    "cd sub && git commit -a -m y", "/usr/bin/git commit -m x", "true; git  commit -m x", "(git commit -m x)",
+    "git push", "git push origin HEAD:main", "git -C .. push --force", "echo ok && git push -q", "git --no-pager push",
+    "git reset --hard", "git reset --hard HEAD~1", "git -C . reset -q --hard", "git reset --quiet --hard origin/main",
+])
+def test_the_policy_refuses_every_spelling_of_commit_push_and_reset(command):
+    """The built-in pre_tool policy: no commit, push or hard reset by the agent, whatever options or
+    paths come before the subcommand (security.md)."""
+    from tilth.agents.policy import refusal
+
+    assert refusal("bash", {"command": command}) is not None, command
+
+
+@pytest.mark.parametrize("command", ["git status", "git log --oneline -5", "git diff HEAD", "git add -A",
+                                     "grep -rn push src", "echo 'commit to it'", "git show HEAD:README.md"])
+def test_the_policy_lets_reading_git_commands_through(command):
+    from tilth.agents.policy import refusal
+
+    assert refusal("bash", {"command": command}) is None, command
+
+
+@pytest.mark.slow
+def test_a_hook_runs_without_tilths_settings_and_the_model_keys(sandbox):
+    """A hook runs on the host with the user's environment minus TILTH_*, OPENAI_*, OPENROUTER_* and
+    ANTHROPIC_* (hooks.md): a key in the shell that started tilth never reaches a hook."""
+    dump = sandbox.root / "hook-env.txt"
+    write_hook(sandbox.home / "hooks", "session_end", f"env > {dump}")
+    keys = {"OPENAI_API_KEY": "sk-sentinel-openai", "OPENROUTER_API_KEY": "sentinel-openrouter",
+            "ANTHROPIC_API_KEY": "sentinel-anthropic", "TILTH_API_KEY": "sentinel-tilth", "KEPT_BY_HOOKS": "kept"}
+    result = sandbox.start("s1", [task("T-1")], {"tasks": {"T-1": [{"write": {"a.txt": "a"}}]}}, env=keys)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = dump.read_text()
+    assert "KEPT_BY_HOOKS=kept" in seen, "the hook ran with the user's environment"
+    assert "sentinel" not in seen and not [line for line in seen.splitlines() if line.startswith("TILTH_")], seen

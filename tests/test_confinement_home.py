@@ -286,3 +286,38 @@ def test_the_users_ssh_agent_socket_cannot_be_reached(machine):
     assert result.returncode == 0, result.stdout + result.stderr
     said = machine.committed("s1", "probe.txt")
     assert "connected" not in said and "Error" in said, said
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_a_tilth_home_outside_the_users_home_and_the_hosts_tmp_are_hidden(machine):
+    """TILTH_HOME where the private home does not cover it (here beside HOME, as with TILTH_HOME=/srv/tilth):
+    the live plan, the memory and other worktrees stay out of reach; /tmp is a private empty one."""
+    require_bwrap()
+    home = machine.base / "tilth-home"
+    (home / "memory").mkdir(parents=True)
+    (home / "memory" / "2026-01-01.md").write_text("sentinel-daily-memory of another project\n")
+    (home / "worktrees" / "other").mkdir(parents=True)
+    (home / "worktrees" / "other" / "notes.txt").write_text("sentinel-other-worktree\n")
+    machine.own(home)
+    host_tmp = Path(tempfile.mkdtemp(prefix="tilth-host-tmp-", dir="/tmp"))
+    host_tmp.chmod(0o755)
+    (host_tmp / "note.txt").write_text("sentinel-host-tmp\n")
+    (host_tmp / "note.txt").chmod(0o644)
+    planted = host_tmp.with_name(host_tmp.name + "-planted")
+    machine = Machine(machine.base, machine.user_home, home, machine.repo, {**machine.env, "TILTH_HOME": str(home)},
+                      machine.prefix)
+    leak = (f"cat {home}/sessions/s1/prd.json {home}/sessions/s1/session.json {home}/memory/*.md "
+            f"{home}/worktrees/other/notes.txt {host_tmp}/note.txt > leak.txt 2>&1; "
+            f"ls -a {home} /tmp >> leak.txt 2>&1; touch {planted}; true")
+    try:
+        result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": [leak]}]}},
+                               env={"TILTH_SANDBOX": "bwrap"})
+        assert result.returncode == 0, result.stdout + result.stderr
+        leaked = machine.committed("s1", "leak.txt")
+        assert "sentinel" not in leaked and "acceptance_criteria" not in leaked and '"worktree"' not in leaked, leaked
+        assert leaked.count("No such file") == 5, leaked
+        assert not planted.exists(), "what the agent writes to /tmp stays in its own"
+    finally:
+        shutil.rmtree(host_tmp, ignore_errors=True)
+        planted.unlink(missing_ok=True)

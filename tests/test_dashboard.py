@@ -305,3 +305,40 @@ def test_the_token_from_a_file_or_the_environment_stays_out_of_ps_and_live_strea
     server = served()
     assert server.get("/api/sessions", {"Authorization": "Bearer from-the-environment"})[0] == 200
     assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 401
+
+
+@pytest.mark.slow
+def test_every_field_a_session_writes_is_escaped_on_every_page(sandbox, served) -> None:
+    """Titles, cases, criteria, evidence, concerns, next steps, commit subjects, the reason, transcript,
+    report and diff lines are the worker's, the plan's or the remote's words: each is shown, and only
+    as text (a `<x-...>` tag written anywhere never reaches a page as markup)."""
+    def tag(field: str) -> str:
+        return f"<x-{field} onload=alert(1)>"
+
+    rejected = {"verdict": "reject", "category": "acceptance_gap", "concern": tag("concern"), "next_step": tag("next")}
+    scenario = {"tasks": {
+        "T-1": [{"write": {"page.txt": f"{tag('context')}\nsecond\nthird\n"}, "verdict": rejected,
+                 "case": {"summary": tag("summary"), "criteria": [{"criterion": tag("criterion"),
+                                                                   "evidence": tag("evidence")}]}},
+                {"write": {"page.txt": f"{tag('context')}\nsecond\nthird\n"}}],
+        "T-2": [{"write": {"page.txt": f"{tag('context')}\nsecond\nchanged\n"}}],
+        "T-3": [{"write": {"three.txt": "3\n"}, "verdict": {**rejected, "concern": tag("last")}}] * 2,
+    }}
+    plan = [task("T-1", title=tag("title")), task("T-2"), task("T-3")]
+    result = sandbox.start("x-1", plan, scenario, env={"TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_FINAL_REVIEW": "0"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    record = sandbox.session_dir("x-1") / "session.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), "reason": tag("reason")}))
+    with (sandbox.session_dir("x-1") / "transcript.md").open("a") as f:
+        f.write(f"\n{tag('transcript')}\n")
+
+    server = served()
+    shas = [c["sha"] for c in sandbox.commits("x-1")]
+    pages = {path: server.get(path) for path in ["/", "/s/x-1", *(f"/s/x-1/commit/{sha}" for sha in shas)]}
+    for path, (status, body, _) in pages.items():
+        assert status == 200, path
+        assert "<x-" not in body, (path, body[max(0, body.find("<x-") - 300):body.find("<x-") + 100])
+    shown = "".join(body for _, body, _ in pages.values())
+    for field in ("title", "summary", "criterion", "evidence", "concern", "next", "last", "reason", "transcript",
+                  "context"):
+        assert f"&lt;x-{field} onload=alert(1)&gt;" in shown, f"the {field} is shown, as text"

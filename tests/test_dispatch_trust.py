@@ -224,6 +224,30 @@ def escaping_tree(cluster, sid: str, entry: str) -> None:
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.parametrize("mode", ["120000", "100755"])
+def test_a_symlink_or_executable_named_as_a_session_file_is_refused(cluster, mode):
+    """A name tilth writes (prd.json) holding a symlink or an executable: refused for its mode, not
+    carried as a plain file (dispatch-trust.md: only plain files travel)."""
+    cluster.start("tm", tasks=1)
+    ref = "refs/tilth/sessions/tm"
+    listed = git(cluster.remote, "ls-tree", ref).splitlines()
+    plan = next(line for line in listed if line.endswith("\tprd.json"))
+    target = "/etc/passwd" if mode == "120000" else git(cluster.remote, "cat-file", "-p", plan.split()[2])
+    data = subprocess.run(["git", "--git-dir", str(cluster.remote), "hash-object", "-w", "--stdin"], input=target,
+                          text=True, capture_output=True, check=True).stdout.strip()
+    lines = [line for line in listed if line != plan] + [f"{mode} blob {data}\tprd.json"]
+    tree = subprocess.run(["git", "--git-dir", str(cluster.remote), "mktree"], input="\n".join(lines) + "\n",
+                          text=True, capture_output=True, check=True).stdout.strip()
+    git(cluster.remote, "update-ref", ref, git(cluster.remote, "commit-tree", tree, "-p", ref, "-m", "rewritten").strip())
+    cluster.worker("w1")
+    waited = cluster.wait("tm")
+    status = cluster.tilth("h9", "status", "tm")
+    assert waited.returncode == 1, waited.stdout + waited.stderr
+    assert "only plain files are carried" in waited.stdout + status.stdout, waited.stdout + status.stdout
+    assert cluster.commits("tm") == []
+
+
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("entry", ["..", "symlink", "unknown"])
 def test_snapshot_entries_outside_what_tilth_writes_are_refused(cluster, entry):
     cluster.start("tr", tasks=1)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,34 @@ def test_atomic_write_replaces_whole_file_and_leaves_no_temp(tmp_path):
     write_json(path, {"v": 2})
     assert json.loads(path.read_text()) == {"v": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_writes_reach_the_disk_before_they_count(tmp_path, monkeypatch):
+    """A power cut keeps the old file or the new one, and every synced journal line: an atomic write
+    fsyncs its temp file before the rename and the directory after it; an append fsyncs its file
+    unless the caller says otherwise. os.fsync is watched, not replaced: every write is real."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def watched(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", watched)
+    state = tmp_path / "state.json"
+    write_json(state, {"v": 1})
+    assert len(synced) == 2, synced
+    assert Path(synced[0]).parent == tmp_path and Path(synced[0]).name.startswith(".state.json."), \
+        "the temp file, fsynced while it still had its temp name (before the rename)"
+    assert synced[1] == str(tmp_path), "then the directory, so the rename itself is durable"
+
+    synced.clear()
+    journal = tmp_path / "events.jsonl"
+    append_jsonl(journal, {"n": 1})
+    assert synced == [str(journal)]
+    append_jsonl(journal, {"n": 2}, sync=False)
+    assert synced == [str(journal)], "an unsynced append, as the caller asked"
+    assert read_jsonl(journal) == [{"n": 1}, {"n": 2}]
 
 
 def test_status_flip_keeps_user_fields_and_formatting_of_meaning(tmp_path):

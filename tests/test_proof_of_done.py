@@ -178,6 +178,20 @@ def test_a_check_passing_at_base_and_failing_after_a_task_still_blocks(sandbox):
     assert sandbox.ledger("s1", "T-1")[0]["verdict"]["category"] == "check_failed"
 
 
+@pytest.mark.slow
+def test_a_check_past_its_timeout_is_never_accepted(sandbox):
+    """A check that passes at the base commit and hangs after the task's change has failed: killed at
+    `tool_timeout` and never taken for a pass, though the (scripted) evaluator accepts."""
+    hangs = "test ! -f slow.txt || sleep 60"
+    result = sandbox.start("s1", [task("T-1")], {"tasks": {"T-1": [{"write": {"slow.txt": "x\n"}}]}},
+                           "--check", hangs, env={**ONE_TRY, "TILTH_TOOL_TIMEOUT": "1"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = sandbox.ledger("s1", "T-1")[0]["verdict"]
+    assert verdict["category"] == "check_failed" and f"`{hangs}` (timeout)" in verdict["concern"], verdict
+    ran = [e["data"]["results"] for e in sandbox.events("s1") if e["type"] == "checks_run"]
+    assert ran == [[{"command": hangs, "exit_code": None, "run_id": ran[0][0]["run_id"]}]]
+
+
 @pytest.fixture
 def pytest_repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "pyrepo", {
