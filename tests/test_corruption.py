@@ -13,6 +13,7 @@ import pytest
 
 from conftest import git, task
 
+import tilth.store.answers  # noqa: F401 (registers `task_answered`, the event these tests write)
 from tilth.store.events import EventLog
 from tilth.store.jsonio import append_line
 from tilth.views.follow import Tail
@@ -137,13 +138,13 @@ def test_torn_lines_in_the_middle_of_every_journal_are_skipped(sandbox):
 def test_a_follower_skips_a_torn_line_and_reads_on(tmp_path):
     log = EventLog(tmp_path / "events.jsonl")
     tail = Tail(log.path)
-    log.emit("task_started", "T-1")
+    log.emit("task_answered", "T-1")
     with open(log.path, "ab") as f:
-        f.write(b'{"ts": "2026-01-01T00:00:00.000Z", "type": "task_sta')  # a writer killed mid-append
+        f.write(b'{"ts": "2026-01-01T00:00:00.000Z", "type": "task_ans')  # a writer killed mid-append
         f.flush()
         os.fsync(f.fileno())
     assert [e["task"] for e in tail.read()] == ["T-1"]
     append_line(log.path, b"12345")
-    log.emit("task_started", "T-2")
+    log.emit("task_answered", "T-2")
     assert [e["task"] for e in tail.read()] == ["T-2"]
     assert [e["task"] for e in log.read()] == ["T-1", "T-2"]
