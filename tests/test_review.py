@@ -22,7 +22,7 @@ from tilth.views.tally import SessionTally, TaskTally
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test covers it", "next_step": "add a test"}
 FAILING = {"tasks": {
-    "T-1": [{"write": {"greet.py": "print('hi')\n"}}],
+    "T-1": [{"write": {"greet.py": "print('hi')\n# \x1b]0;retitled\x07\x1b[2J\n"}}],
     "T-2": [{"write": {"part.py": "half = True\n"}, "verdict": REJECT}],
 }}
 TWO_TRIES = {"TILTH_MAX_ITERATIONS_PER_TASK": "2"}
@@ -236,6 +236,8 @@ def test_diff_and_log_show_the_branch_against_its_base(sandbox):
     assert diff.returncode == 0, diff.stderr
     assert "+++ b/greet.py" in diff.stdout and "+print('hi')" in diff.stdout
     assert "+++ b/part.py" in diff.stdout
+    assert "\x1b" not in diff.stdout and "\x07" not in diff.stdout, "a file's bytes never reach the terminal raw"
+    assert "\\x1b]0;retitled\\x07" in diff.stdout
 
 
 # --- cleanse ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ pager) and for read-only questions about refs. Everything else is pygit2, in git
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 from tilth.core.errors import BadInput, TilthError
@@ -111,5 +112,11 @@ def log_records(repo: str | Path, base: str, branch: str) -> list[dict[str, str]
 
 
 def show_diff(repo: str | Path, base: str, branch: str) -> int:
-    """`git diff base..branch` straight to the terminal (the user's pager and colours)."""
-    return subprocess.run(["git", "-C", str(repo), "diff", f"{base}..refs/heads/{branch}"]).returncode
+    """`git diff base..branch` printed as text: the files are the worker's, so no external diff driver,
+    textconv, pager or colour of git's runs, and what is printed goes through the terminal guard
+    (`core/terminal.py`) like every other line tilth prints."""
+    done = subprocess.run(["git", "-C", str(repo), "-c", "core.pager=cat", "diff", "--no-ext-diff", "--no-textconv",
+                           "--no-color", f"{base}..refs/heads/{branch}"], capture_output=True)
+    sys.stdout.write(done.stdout.decode("utf-8", "replace"))
+    sys.stderr.write(done.stderr.decode("utf-8", "replace"))
+    return done.returncode
