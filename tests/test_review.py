@@ -239,6 +239,10 @@ def test_diff_and_log_show_the_branch_against_its_base(sandbox):
     assert "\x1b" not in diff.stdout and "\x07" not in diff.stdout, "a file's bytes never reach the terminal raw"
     assert "\\x1b]0;retitled\\x07" in diff.stdout
 
+    waited = sandbox.tilth("wait", "s1")
+    assert waited.returncode == 1, waited.stderr
+    assert waited.stdout == "session s1: failed (task T-2 failed)\n", waited.stdout
+
 
 # --- cleanse ----------------------------------------------------------------------------
 

@@ -86,7 +86,7 @@ def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callab
             if state is not None:
                 del waiting[sid]
                 codes.append(EXIT_CODES.get(state, 0))
-                report(f"session {sid}: {state.value}")
+                report(f"session {sid}: {state.value}{_why(paths, state)}")
         return not waiting
 
     if check():
@@ -104,6 +104,14 @@ def wait_for(sessions: list[SessionPaths], timeout: float | None, report: Callab
             states = ", ".join(f"{sid} {_waiting_state(p)}" for sid, p in waiting.items())
             progress(f"still waiting after {now - started:.0f}s: {states}")
     return max(codes)
+
+
+def _why(paths: SessionPaths, state: SessionState) -> str:
+    """` (why it ended, in words)` for an end that has a reason: a failure, a stop, a cap."""
+    from tilth.views.reasons import session_end
+
+    reason = peek_session(paths).reason
+    return f" ({session_end(state.value, reason)})" if reason and state != SessionState.done else ""
 
 
 def _waiting_state(paths: SessionPaths) -> str:
