@@ -111,6 +111,7 @@ def test_bash_and_check_runs_leave_whole_redacted_artifacts(sandbox, fake, model
     assert seen.endswith("2999\n3000\n[stderr]\nwarn-line\n[exit code 0]") and bash_ids[0] not in seen
 
 
+@pytest.mark.slow
 def test_retention_keeps_the_newest_runs(sandbox):
     plan = [task("T-1"), task("T-2"), task("T-3")]
     result = sandbox.start("s1", plan, None, "--check", "echo checked",

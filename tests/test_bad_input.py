@@ -52,6 +52,7 @@ def test_invalid_plans_are_refused_and_nothing_is_created(sandbox, plan_text, ex
     assert_nothing_created(sandbox)
 
 
+@pytest.mark.slow
 def test_bad_repo_base_and_ids_are_refused(sandbox, tmp_path):
     plan = sandbox.write_json("prd.json", [task("T-1")])
     not_git = tmp_path / "plain"
@@ -118,6 +119,7 @@ def test_unknown_session_and_resume_without_sessions(sandbox):
     assert result.returncode == 2 and "no sessions yet" in result.stderr
 
 
+@pytest.mark.slow
 def test_plan_broken_mid_run_stops_the_session_resumably(sandbox):
     prd = sandbox.session_dir("s1") / "prd.json"
     scenario = {"tasks": {"T-1": [{"run": [f"echo '[oops' > {prd}"], "write": {"t.txt": "t\n"}}]}}

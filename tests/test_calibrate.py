@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fake_openai import ACCEPT as FAKE_ACCEPT, reply
 
 from tilth.cli.calibration_fixtures import FIXTURES, MISSED, OFF_BY_ONE, WEAKENED
@@ -38,6 +40,7 @@ def test_calibrate_prints_the_rates_the_scripted_evaluator_decides(sandbox):
     assert [f["id"] for f in as_json["fixtures"]] == ["CAL-01", "CAL-03"]
 
 
+@pytest.mark.slow
 def test_calibrate_runs_a_model_evaluator_and_counts_its_calls(sandbox, fake, model_env):
     """The `openai` evaluator against the local server: it accepts the correct change and the wrong one."""
     fake.enqueue("evaluator", reply(tool_calls=[FAKE_ACCEPT]), reply(tool_calls=[FAKE_ACCEPT]))

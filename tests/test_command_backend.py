@@ -89,6 +89,7 @@ def test_an_agent_that_fails_is_a_rejected_iteration_and_the_next_attempt_goes_o
     assert "worker failed: the command agent exited with code 3" in result.stdout
 
 
+@pytest.mark.slow
 def test_an_agent_without_a_case_is_still_evaluated_with_a_case_built_from_its_output(sandbox, fake, model_env):
     fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
     result, _ = start(sandbox, model_env, "no-case", [task("T-1")])

@@ -83,6 +83,7 @@ def test_start_on_a_full_disk_leaves_nothing_and_works_once_space_is_freed(tmp_p
     assert git(repo, "cat-file", "-s", "session/s1:big.dat").strip() == str(200 * 1024)
 
 
+@pytest.mark.slow
 @pytest.mark.bwrap
 def test_a_disk_filling_up_mid_run_stops_the_session_and_resume_finishes_it(sandbox, tmp_path):
     require_sized_tmpfs(tmp_path)

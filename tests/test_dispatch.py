@@ -191,6 +191,7 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
     assert redis.Redis.from_url(cluster.redis.url).llen("tilth:inbox:q") == 0, "trimmed once pushed"
 
 
+@pytest.mark.slow
 def test_dispatch_without_a_broker_is_refused_in_one_line(tmp_path, sandbox):
     plain = sandbox.tilth("worker")
     assert plain.returncode == 2 and "needs a [dispatch] section" in plain.stderr

@@ -62,6 +62,7 @@ def project(sandbox):
     return sandbox.root / "plan"
 
 
+@pytest.mark.slow
 def test_answers_file_reaches_the_model_and_the_outputs_are_complete(sandbox, fake, model_env):
     out = project(sandbox)
     answers = sandbox.root / "answers.json"
@@ -330,6 +331,7 @@ def test_vague_criteria_are_sent_back_once_then_kept_if_the_model_insists(sandbo
     assert parse_plan((out / "prd.json").read_bytes(), "prd.json")[0].acceptance_criteria == ["The code is good"]
 
 
+@pytest.mark.slow
 def test_the_interview_asks_for_verify_commands_and_keeps_the_ones_proposed(sandbox, fake, model_env):
     out = project(sandbox)
     proved = {"text": "`python app.py --json` prints JSON", "verify": "python app.py --json | grep -q greeting"}

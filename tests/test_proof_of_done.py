@@ -312,6 +312,7 @@ def test_the_final_reviews_findings_reach_the_report_and_the_pr_body(sandbox):
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
 
 
+@pytest.mark.slow
 def test_the_final_review_is_off_by_setting_and_can_add_follow_up_tasks(sandbox):
     scenario = {"tasks": {"final-review": [REVIEW]}}
     off = sandbox.start("s1", [task("T-1")], scenario, env={"TILTH_FINAL_REVIEW": "false"})
