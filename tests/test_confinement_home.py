@@ -175,7 +175,9 @@ def test_root_in_the_sandbox_cannot_remount_or_reach_the_session_or_the_reposito
 @pytest.mark.slow
 @pytest.mark.bwrap
 @pytest.mark.parametrize("mode", ["off", "bwrap"])
-def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(machine, mode):
+@pytest.mark.parametrize("lanes", ["1", "2"])
+def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(machine, mode, lanes):
+    """In the session's worktree, and (`lanes` 2) in a parallel task's own worktree."""
     if mode == "bwrap":
         require_bwrap()
     marker = machine.base / "fsmonitor-ran"
@@ -191,9 +193,11 @@ def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(m
                        reply(tool_calls=[SUBMIT]))
         server.set_handler(lambda body: reply(content="NONE"))
         env = {"TILTH_BASE_URL": server.base_url, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
-               "TILTH_RETRY_BASE_DELAY": "0", "TILTH_PREFLIGHT": "false", "TILTH_SANDBOX": mode}
+               "TILTH_RETRY_BASE_DELAY": "0", "TILTH_PREFLIGHT": "false", "TILTH_SANDBOX": mode,
+               "TILTH_PARALLEL_TASKS": lanes}
         result = machine.start("s1", [task("T-1")], env=env, backend="openai")
     assert result.returncode == 0, result.stdout + result.stderr
+    assert ("lane_started" in {e["type"] for e in machine.events("s1")}) == (lanes == "2")
     assert not marker.exists(), "tilth's own git ran a program the worker configured"
     assert machine.committed("s1", "b.txt") == "b"
     worker = [r["body"] for r in server.requests if r["body"] and r["body"]["model"] == "worker" and r["body"].get("tools")]

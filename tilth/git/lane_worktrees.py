@@ -18,7 +18,7 @@ from pygit2.enums import CheckoutStrategy, ResetMode
 
 from tilth.git.gitops import open_worktree
 from tilth.git.worktrees import create_worktree, remove_worktree
-from tilth.git.worktree_git import common_git_dir
+from tilth.git.worktree_git import admin_dir, common_git_dir
 
 BRANCH_PREFIX = "tilth-lane"
 
@@ -37,7 +37,7 @@ def lanes_root(home: Path, session_id: str) -> Path:
 
 
 def lane_git_dir(repo: str | Path, session_id: str, task_id: str) -> Path:
-    return common_git_dir(repo) / "worktrees" / lane_name(session_id, task_id)
+    return admin_dir(common_git_dir(repo), lane_name(session_id, task_id))
 
 
 def common_repo(repo: str | Path) -> pygit2.Repository:
