@@ -88,14 +88,14 @@ def cmd_start(args: argparse.Namespace) -> int:
     use_parallel(args)
     settings = load_settings(tilth_home())
     dispatching = cmd_dispatch.wanted(args, settings)
-    repo = None if dispatching else inputs.repository(args.repo)
+    repo = args.repo if dispatching else inputs.repository(args.repo)  # dispatched: the remote, or [dispatch]'s
     plan_file, done_with_plan = cmd_plan.plan_for_start(prd)  # a Ralph prd.json, a checklist, ...: converted
     beside = prd if prd.is_dir() else prd.parent  # a converted plan's seed-meta.json is beside the original
     if seed is None and plan_file.parent != beside and (beside / "seed-meta.json").is_file():
         seed = beside
     try:
         backend = backend_choice(args, settings)
-        acted = start_session(tilth_home(), plan_file, repo=repo if repo is not None else args.repo, backend=backend,
+        acted = start_session(tilth_home(), plan_file, repo=repo, backend=backend,
                               by="cli", session_id=args.id, base=args.base, checks=checks, seed=seed,
                               start_at=start_at, dispatch=dispatching, foreground=args.foreground, settings=settings,
                               progress=lambda line: print(line, flush=True))
