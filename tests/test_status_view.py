@@ -217,7 +217,8 @@ def test_a_crashed_session_waiting_for_its_auto_resume(sandbox):
     record.reason = "crashed 3 times in a row (auto-resumed 2); auto-resume gave up; `tilth resume s1` continues it"
     save_session(paths, record)
     waited = sandbox.tilth("wait", "s1", "--timeout", "5")
-    assert (waited.returncode, waited.stdout) == (3, "session s1: crashed\n"), waited.stderr
+    assert (waited.returncode, waited.stdout) == (3, "session s1: crashed (crashed 3 times in a row (auto-resumed 2); "
+                                                     "auto-resume gave up; `tilth resume s1` continues it)\n"), waited.stderr
     one = sandbox.tilth("status", "s1").stdout
     assert one.splitlines()[0] == "session s1: crashed (1/1 done)" and "auto-resume gave up" in one
     assert sandbox.tilth("logs", "s1", "-n", "1").stdout.split(" ", 1)[1] == \
