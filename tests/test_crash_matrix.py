@@ -104,3 +104,20 @@ def test_kill_9_in_a_parallel_landing_then_resume(sandbox, point):
         sandbox.repo, "worktree", "list")
     assert sandbox.tilth("doctor", "s1").returncode == 0
     assert_files_intact(sandbox, "s1")
+
+
+def test_resume_removes_the_temp_files_a_killed_write_left(sandbox):
+    """A kill -9 between write_atomic's mkstemp and its rename leaves `.<name>.<random>.tmp`
+    (a lane thread may be mid-write when the main thread is killed); the next run removes it."""
+    assert sandbox.start("s1", [task("T-1")], {"tasks": {}}, env={"TILTH_FINAL_REVIEW": "false"}).returncode == 0
+    session_dir = sandbox.session_dir("s1")
+    left = [session_dir / name for name in (".lanes.json.k1ll3d.tmp", ".prd.json.k1ll3d.tmp",
+                                            ".progress-summary.md.k1ll3d.tmp")]
+    for path in left:
+        path.write_text("{\"half")
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env={"TILTH_FINAL_REVIEW": "false"})
+    assert resumed.returncode == 0, resumed.stderr
+    assert not [path for path in left if path.exists()]
+    removed = [e for e in sandbox.events("s1") if e["type"] == "stale_temp_files_removed"]
+    assert sorted(removed[0]["data"]["files"]) == sorted(path.name for path in left)
+    assert_files_intact(sandbox, "s1")

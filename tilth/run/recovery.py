@@ -1,7 +1,7 @@
 """Reconcile a session with its branch before running it: git is the source of truth.
 
 Run on every start of `tilth run` / `tilth resume`, under the session lock:
-1. remove git lock files a killed writer left behind; point HEAD back at the session branch
+1. remove git lock files, and temp files of the files only a run writes, a killed writer left behind; point HEAD back at the session branch
    and refuse a branch that no longer holds the base; fold commits an agent made on top;
 2. every task with a commit on the branch gets that outcome in prd.json, and a progress
    line if the kill came before it was written;
@@ -34,13 +34,17 @@ from tilth.run.parking import still_asking
 from tilth.store.answers import is_answered
 from tilth.store.daily_memory import agent_label, has_line, note, note_outcome, noted
 from tilth.store.events import document
+from tilth.store.jsonio import sweep_temps
+from tilth.store.lane_board import board_path
 from tilth.store.ledger import read_entries
 from tilth.store.prd import TaskStatus, load_plan, set_statuses
+from tilth.store.progress_summary import summary_path
 from tilth.store.progress import append_progress, outcome_line, recorded_commits
 
 document(
     {
         "stale_git_locks_removed": ("data.paths: git lock files left by a killed process, removed", "paths"),
+        "stale_temp_files_removed": ("data.files: half-written temp files a killed run left, removed", "files"),
         "progress_restored": ("a progress line missing after a crash was written from the commit's trailers", "sha"),
         "status_reconciled": ("data.changes: task statuses corrected from the branch", "changes"),
         "placeholder_unwound": ("a FAILED placeholder at HEAD was soft-reset; its edits are uncommitted", "sha"),
@@ -97,6 +101,9 @@ def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> N
     removed = clear_stale_locks(ws.repo, ws.record.branch)
     if removed:
         ws.events.emit("stale_git_locks_removed", paths=removed)
+    temps = [name for path in (ws.paths.prd, board_path(ws.paths.dir), summary_path(ws.paths)) for name in sweep_temps(path)]
+    if temps:
+        ws.events.emit("stale_temp_files_removed", files=temps)
     check_branch(ws)
 
     fold_worker_commits(ws, None, None)

@@ -51,6 +51,16 @@ def write_atomic(path: Path, data: bytes) -> None:
         fsync_dir(path.parent)
 
 
+def sweep_temps(path: Path) -> list[str]:
+    """Remove the temp files a killed `write_atomic` of `path` left beside it. Only for a file
+    whose one writer is the caller (no live write of it can be in flight)."""
+    removed = []
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+        removed.append(stale.name)
+    return removed
+
+
 def write_json(path: Path, obj: Any) -> None:
     write_atomic(path, orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
 

@@ -160,6 +160,7 @@ class Readable:
             "secret_redacted": lambda d: "the change added secrets, replaced by [redacted] before any commit: "
                                          + short(", ".join(f"{f['path']}:{f['line']} ({f['kind']})" for f in d["found"])),
             "stale_git_locks_removed": lambda d: f"removed stale git locks: {short(', '.join(d['paths']))}",
+            "stale_temp_files_removed": lambda d: f"removed half-written temp files: {short(', '.join(d['files']))}",
             "progress_restored": lambda d: f"progress line restored from commit {_sha(d)}",
             "status_reconciled": lambda d: "task statuses corrected from the branch: " + ", ".join(
                 f"{k} {v}" for k, v in d["changes"].items()) if d.get("changes") else None,
