@@ -112,7 +112,7 @@ def test_resume_removes_the_temp_files_a_killed_write_left(sandbox):
     assert sandbox.start("s1", [task("T-1")], {"tasks": {}}, env={"TILTH_FINAL_REVIEW": "false"}).returncode == 0
     session_dir = sandbox.session_dir("s1")
     left = [session_dir / name for name in (".lanes.json.k1ll3d.tmp", ".prd.json.k1ll3d.tmp",
-                                            ".progress-summary.md.k1ll3d.tmp")]
+                                            ".progress-summary.md.k1ll3d.tmp", ".summary.json.k1ll3d.tmp")]
     for path in left:
         path.write_text("{\"half")
     resumed = sandbox.tilth("resume", "s1", "--foreground", env={"TILTH_FINAL_REVIEW": "false"})

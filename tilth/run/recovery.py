@@ -34,6 +34,7 @@ from tilth.run.parking import still_asking
 from tilth.store.answers import is_answered
 from tilth.store.daily_memory import agent_label, has_line, note, note_outcome, noted
 from tilth.store.events import document
+from tilth.store.inbox import read_path
 from tilth.store.jsonio import sweep_temps
 from tilth.store.lane_board import board_path
 from tilth.store.ledger import read_entries
@@ -101,7 +102,8 @@ def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> N
     removed = clear_stale_locks(ws.repo, ws.record.branch)
     if removed:
         ws.events.emit("stale_git_locks_removed", paths=removed)
-    temps = [name for path in (ws.paths.prd, board_path(ws.paths.dir), summary_path(ws.paths)) for name in sweep_temps(path)]
+    run_only = (ws.paths.prd, board_path(ws.paths.dir), summary_path(ws.paths), read_path(ws.paths.dir), ws.paths.rollup)
+    temps = [name for path in run_only for name in sweep_temps(path)]
     if temps:
         ws.events.emit("stale_temp_files_removed", files=temps)
     check_branch(ws)
