@@ -23,6 +23,10 @@ _clean: dict[int, None] = {}
 """Hashes of the last texts `redact_text` returned: a prompt or tool result written after it was
 redacted is not scanned twice (str hashes are keyed per process, so an agent cannot aim a collision)."""
 CLEAN_KEPT = 64
+_clean_values: dict[int, None] = {}
+"""Hashes of JSON string values the detectors found nothing in: a state file rewritten after every
+task (prd.json, summary.json) scans only the values it did not hold before, not the whole plan again."""
+CLEAN_VALUES_KEPT = 16384
 
 
 def register_secret(value: str | None) -> None:
@@ -116,8 +120,11 @@ def _in_json(raw: str, mark: str) -> str | None:
         return None
     strings: list[str] = []
     _collect(doc, strings)
-    joined = "\n".join(s for s in strings if len(s) <= 256 or hash(s) not in _clean)
-    found = {joined[f.start:f.end] for f in find_secrets(joined)} if joined else set()
+    fresh = [s for s in dict.fromkeys(strings) if hash(s) not in _clean_values and (len(s) <= 256 or hash(s) not in _clean)]
+    joined = "\n".join(fresh)
+    findings = find_secrets(joined) if joined else []
+    found = {joined[f.start:f.end] for f in findings}
+    _remember_clean(fresh, [(f.start, f.end) for f in findings])
     missed = False
     for secret in sorted(found, key=len, reverse=True):
         forms = [orjson.dumps(secret).decode()[1:-1], _ascii_escaped(secret)]
@@ -128,15 +135,30 @@ def _in_json(raw: str, mark: str) -> str | None:
     return redacted(raw, mark, json_safe=True) if missed else raw
 
 
+def _remember_clean(values: list[str], findings: list[tuple[int, int]]) -> None:
+    """Mark each of `values` (scanned joined by newlines, in this order) that no finding touches."""
+    start = 0
+    for value in values:
+        end = start + len(value)
+        if not any(s <= end and e >= start for s, e in findings):
+            _clean_values[hash(value)] = None
+        start = end + 1
+    while len(_clean_values) > CLEAN_VALUES_KEPT:
+        del _clean_values[next(iter(_clean_values))]
+
+
 def _collect(value: object, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _collect(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _collect(item, out)
+    """Every string value of a parsed JSON document, in document order; a loop, not recursion:
+    prd.json and summary.json are walked on every write."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(item.values()))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
 
 
 def _ascii_escaped(secret: str) -> str:

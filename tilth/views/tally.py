@@ -268,12 +268,22 @@ def _failing_before(baseline: Baseline | None) -> tuple[str, ...]:
                     if c.failing_ids else "") + f" at {baseline.commit[:7]})" for c in baseline.failing_before)
 
 
-def _last_checks(events: list[dict[str, Any]], task_id: str, iteration: int) -> tuple[int, int] | None:
-    runs = [e for e in events if e["type"] == "checks_run" and e.get("task") == task_id and e.get("iter") == iteration]
-    if not runs:
-        return None
-    codes = [r.get("exit_code") for r in runs[-1]["data"].get("results", [])]
-    return sum(code == 0 for code in codes), sum(code != 0 for code in codes)
+def _last_checks(events: list[dict[str, Any]]) -> dict[tuple[Any, Any], tuple[int, int]]:
+    """(passed, failed) of the last checks run of each (task, attempt)."""
+    last = {}
+    for event in events:
+        if event["type"] == "checks_run":
+            codes = [r.get("exit_code") for r in event["data"].get("results", [])]
+            last[(event.get("task"), event.get("iter"))] = (sum(code == 0 for code in codes),
+                                                             sum(code != 0 for code in codes))
+    return last
+
+
+def _calls_by_task(calls: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
+    grouped: dict[Any, list[dict[str, Any]]] = {}
+    for call in calls:
+        grouped.setdefault(call.get("task"), []).append(call)
+    return grouped
 
 
 def tally(paths: SessionPaths) -> SessionTally:
@@ -291,6 +301,7 @@ def tally(paths: SessionPaths) -> SessionTally:
     plan += [(c.task_id, c.title, "", ()) for c in commits.values() if c.task_id not in known]
 
     calls = [e for e in events if e.get("type") == "model_call"]
+    calls_of, checks_of = _calls_by_task(calls), _last_checks(events)
     rolled = load_rollup(paths.events)
     reasons = _failure_reasons(paths)
     baseline = _baseline(paths)
@@ -303,10 +314,10 @@ def tally(paths: SessionPaths) -> SessionTally:
         iterations, last, rejections, verifies = _verdicts(paths, task_id)
         verdict = verdict_label(last.verdict, last.category, last.concern, limit=10_000) if last else ""
         words = verdict_words(last.verdict, last.category, last.concern) if last else ""
-        checks = _last_checks(events, task_id, iterations) if iterations else None
+        checks = checks_of.get((task_id, iterations)) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
-        mine = Totals.of_events(e for e in calls if e.get("task") == task_id)
+        mine = Totals.of_events(calls_of.get(task_id, []))
         reason = code = ""
         if outcome == "failed":
             code = (commit.reason if commit else "") or reasons.get(task_id) or ""
