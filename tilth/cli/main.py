@@ -33,7 +33,7 @@ NO_SESSIONS = "no sessions; create one with `tilth start`"
 
 
 def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.run.loop import run_session
     from tilth.run.stopflag import StopFlag
     from tilth.store.home import session_paths
@@ -71,7 +71,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     from tilth.actions.starting import start_session
     from tilth.cli.show_acted import show
     from tilth.core.clock import iso
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.daemon.queue import parse_when
     from tilth.store.home import session_paths, tilth_home
 
