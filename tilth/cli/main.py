@@ -170,7 +170,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if found := cmd_dispatch.remote_state(args.id):
         return cmd_dispatch.status_one(found, args.json)
     if args.id:
-        from tilth.views.status import render_one, session_summary
+        from tilth.views.status import render_one
+        from tilth.views.status_data import session_summary
 
         cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
         summary = session_summary(session_paths(args.id))
@@ -184,7 +185,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("\n".join([f"{NO_SESSIONS}\n{supervisor_line(home, [])}", *cmd_dispatch.status_lines()]))
         return 0
     cmd_daemon.revive_supervisor(home)  # a supervisor that died, with work waiting: start one
-    from tilth.views.status import all_summaries, print_rich_table, render_table
+    from tilth.views.status import print_rich_table, render_table
+    from tilth.views.status_data import all_summaries
 
     summaries = all_summaries(home)
     if args.json:
