@@ -69,7 +69,7 @@ def run(sessions: int, tasks: int, root: Path) -> dict:
     os.environ["TILTH_MAX_PARALLEL_SESSIONS"] = str(sessions)
     # Imported after TILTH_HOME is set; library calls create the sessions quickly, so the
     # measurement is the supervisor's, not N command-line start-ups.
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.daemon.transitions import hand_over
     from tilth.run.create import create_session
     from tilth.store.home import session_paths

@@ -162,7 +162,8 @@ def test_a_kill_during_an_independent_task_does_not_mix_it_with_the_failed_ones_
 
 
 def test_continue_after_failure_in_config_toml_is_read_as_its_opposite(tmp_path, monkeypatch):
-    from tilth.core.config import describe, load_settings_with_sources
+    from tilth.core.settings_load import load_settings_with_sources
+    from tilth.views.settings_shown import describe
     from tilth.core.travel import with_session_view
 
     for name in ("TILTH_STOP_ON_FAILURE", "TILTH_CONTINUE_AFTER_FAILURE"):

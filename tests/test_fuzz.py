@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import git, make_repo, task
-from tilth.core.config import Settings, env_name, load_settings
+from tilth.core.config import Settings, env_name
+from tilth.core.settings_load import load_settings
 from tilth.core.errors import BadInput
 from tilth.store.prd import TASK_ID_PATTERN, Task, TaskStatus, parse_plan, set_statuses
 

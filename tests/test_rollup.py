@@ -21,7 +21,7 @@ from tilth.store.prompts import append_prompt, prompt_of
 from tilth.store.rollup import fingerprint, keep_rollup, load_rollup, read_saved, rebuild, save_rollup
 from tilth.views.readable import Readable, verdict_label
 from tilth.views.reasons import task_failure, verdict_words
-from tilth.views.status import activity
+from tilth.views.status_data import activity
 from tilth.views.tally import running_seconds
 
 for _emitter in ("tilth.run.loop", "tilth.run.outcomes"):  # they document the event types emitted below

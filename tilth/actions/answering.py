@@ -78,7 +78,7 @@ def answer_question(home: Path, session_id: str, text: str, *, by: str = "cli", 
     warnings: list[str] = []
     if record.keys:
         from tilth.actions.handing import supervisor_sees_keys
-        from tilth.core.config import load_settings
+        from tilth.core.settings_load import load_settings
 
         warnings = supervisor_sees_keys(paths.home, load_settings(paths.home))
     from tilth.actions.handing import hand_over

@@ -27,7 +27,7 @@ def dispatch_settings(home: Path):
         pass  # load_settings refuses it in one line: a config that is not a file is never ignored
     except OSError:
         return None
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
 
     return load_settings(home).dispatch
 

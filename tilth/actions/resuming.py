@@ -21,7 +21,7 @@ def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_setti
 
         if found := remote_state(home, session_id):
             return resume_dispatched(found, session_id, by)
-    from tilth.core.config import load_settings_with_sources
+    from tilth.core.settings_load import load_settings_with_sources
     from tilth.core.travel import keys_in_use, travelling_fields
     from tilth.daemon.transitions import record_settings
 

@@ -25,7 +25,7 @@ def start_session(home: Path, plan: Path, *, repo: str | Path | None, backend: B
     remote`); `settings`: the caller's, else those of `home`."""
     check_by(by)
     if settings is None:
-        from tilth.core.config import load_settings
+        from tilth.core.settings_load import load_settings
 
         settings = load_settings(home)
     said: list[str] = []

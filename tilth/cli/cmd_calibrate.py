@@ -11,7 +11,7 @@ import json
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from tilth.cli import calibrate
     from tilth.cli.backend_choice import backend_choice
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.store.home import tilth_home
 
     settings = load_settings(tilth_home())

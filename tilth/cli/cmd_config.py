@@ -7,7 +7,8 @@ import argparse
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from tilth.core.config import describe, load_settings_with_sources
+    from tilth.core.settings_load import load_settings_with_sources
+    from tilth.views.settings_shown import describe
     from tilth.core.travel import scope_of
     from tilth.store.home import tilth_home
 

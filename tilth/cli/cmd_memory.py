@@ -9,7 +9,7 @@ from tilth.cli.pick import pick_session, session_command
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.store.progress_summary import SummarySettings, summary_path, write_summary
 
     paths, _ = pick_session(args.id)

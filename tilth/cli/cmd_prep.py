@@ -181,7 +181,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     from tilth.cli.inputs import repository
     from tilth.cli.liveness import waiting
     from tilth.core.clock import iso, utc_now
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.views.figures import plural
     from tilth.git.worktrees import open_source_repo
     from tilth.store.events import EventLog

@@ -33,7 +33,7 @@ NO_SESSIONS = "no sessions; create one with `tilth start`"
 
 
 def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.run.loop import run_session
     from tilth.run.stopflag import StopFlag
     from tilth.store.home import session_paths
@@ -71,7 +71,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     from tilth.actions.starting import start_session
     from tilth.cli.show_acted import show
     from tilth.core.clock import iso
-    from tilth.core.config import load_settings
+    from tilth.core.settings_load import load_settings
     from tilth.daemon.queue import parse_when
     from tilth.store.home import session_paths, tilth_home
 
@@ -170,7 +170,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if found := cmd_dispatch.remote_state(args.id):
         return cmd_dispatch.status_one(found, args.json)
     if args.id:
-        from tilth.views.status import render_one, session_summary
+        from tilth.views.status import render_one
+        from tilth.views.status_data import session_summary
 
         cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
         summary = session_summary(session_paths(args.id))
@@ -184,7 +185,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print("\n".join([f"{NO_SESSIONS}\n{supervisor_line(home, [])}", *cmd_dispatch.status_lines()]))
         return 0
     cmd_daemon.revive_supervisor(home)  # a supervisor that died, with work waiting: start one
-    from tilth.views.status import all_summaries, print_rich_table, render_table
+    from tilth.views.status import print_rich_table, render_table
+    from tilth.views.status_data import all_summaries
 
     summaries = all_summaries(home)
     if args.json:

@@ -1,21 +1,18 @@
-"""Settings: defaults on the model, then $TILTH_HOME/config.toml, then TILTH_* env vars.
+"""The settings: every field with its type, default, bounds and meaning (`Settings`), and the names its values use.
 
-Every field's env var is `TILTH_<FIELD>`; `tilth config` shows each value's source.
+Each field's env var is `TILTH_<FIELD>` (`env_name`); `core/settings_load.py` reads them in (defaults,
+then config.toml, then the environment), `views/settings_shown.py` shows them for `tilth config`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
-from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tilth.core.dispatching import Dispatch
 from tilth.core.errors import BadInput
-from tilth.core.faults import PAUSE_ENV, pause_point
 
 PRESETS = {
     "openai": "https://api.openai.com/v1",
@@ -323,125 +320,5 @@ class Settings(BaseModel):
 
 
 def env_name(field: str) -> str:
+    """The environment variable of a setting: `TILTH_MAX_SPEND_USD` for `max_spend_usd`."""
     return "TILTH_" + field.upper()
-
-
-def _env_value(field: str, raw: str) -> object:
-    if field in ("checks", "secret_patterns"):
-        return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify", "protected_paths"):
-        return [name.strip() for name in raw.split(",") if name.strip()]
-    return raw
-
-
-def load_settings_with_sources(home: Path) -> tuple[Settings, dict[str, str]]:
-    values: dict[str, object] = {}
-    sources: dict[str, str] = {}
-    config_file = home / "config.toml"
-    if config_file.exists() and not config_file.is_file():
-        raise BadInput(f"{config_file} is not a file; remove it or make it a TOML file of settings, and retry")
-    if config_file.is_file():
-        try:
-            values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
-        except OSError as exc:
-            raise BadInput(f"{config_file}: cannot be read ({exc.strerror or exc}); fix its permissions and retry") \
-                from None
-        except UnicodeDecodeError:
-            raise BadInput(f"{config_file}: not UTF-8 text; save it as UTF-8 and retry") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise BadInput(f"{config_file}: not valid TOML ({' '.join(str(exc).split())}); fix it and retry") from None
-        sources.update({key: str(config_file) for key in values})
-    _translate_legacy(values, sources, str(config_file))
-    for field in Settings.model_fields:
-        if env_name(field) in os.environ:
-            values[field] = _env_value(field, os.environ[env_name(field)])
-            sources[field] = f"env {env_name(field)}"
-    if env_name(LEGACY_CONTINUE) in os.environ and env_name("stop_on_failure") not in os.environ:
-        values[LEGACY_CONTINUE] = os.environ[env_name(LEGACY_CONTINUE)]
-        _translate_legacy(values, sources, f"env {env_name(LEGACY_CONTINUE)}")
-    try:
-        settings = Settings.model_validate(values)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else "?"
-        source = sources.get(field, f"{config_file}")
-        shown = ".".join(str(part) for part in error["loc"]) if len(error["loc"]) > 1 else field
-        shown = shown if shown.isprintable() else repr(shown)
-        message = " ".join(str(error["msg"]).split()).removeprefix("Value error, ")
-        raise BadInput(f"{source}: {shown}: {message}; fix the setting and retry") from None
-    return settings, sources
-
-
-LEGACY_CONTINUE = "continue_after_failure"
-"""The setting `stop_on_failure` replaced (its opposite), still read from config.toml, the
-environment and the settings recorded with an older session."""
-
-
-def _legacy_stop(value: object, source: str) -> bool:
-    try:
-        return not TypeAdapter(bool).validate_python(value)
-    except ValidationError:
-        raise BadInput(f"{source}: {LEGACY_CONTINUE}: not a boolean ({value!r}); fix the setting (better: replace "
-                       "it with stop_on_failure) and retry") from None
-
-
-def _translate_legacy(values: dict[str, object], sources: dict[str, str], source: str) -> None:
-    """`continue_after_failure = X` becomes `stop_on_failure = not X`, unless stop_on_failure is set there too."""
-    if LEGACY_CONTINUE not in values:
-        return
-    legacy = values.pop(LEGACY_CONTINUE)
-    sources.pop(LEGACY_CONTINUE, None)
-    from_env = source.startswith("env ")
-    if "stop_on_failure" not in values or from_env:
-        values["stop_on_failure"] = _legacy_stop(legacy, source)
-        sources["stop_on_failure"] = f"{source}={legacy}: deprecated, use {env_name('stop_on_failure')}" if from_env \
-            else f"{source}: {LEGACY_CONTINUE} = {legacy}, deprecated: use stop_on_failure"
-
-
-def load_settings(home: Path) -> Settings:
-    return load_settings_with_sources(home)[0]
-
-
-def fingerprint(secret: str | None) -> str | None:
-    """A short one-way tag of a key, enough to tell two keys apart without storing either."""
-    if not secret:
-        return None
-    import hashlib
-
-    return hashlib.sha256(secret.encode()).hexdigest()[:8]
-
-
-def mask(secret: str | None) -> str:
-    if not secret:
-        return "(unset)"
-    return f"{secret[:3]}...{secret[-4:]}" if len(secret) > 12 else "****"
-
-
-def describe(settings: Settings, sources: dict[str, str], scope_of: Callable[[str], str] | None = None) -> list[str]:
-    """`field = value  (source) [scope]` lines with keys masked, for `tilth config`."""
-    lines = []
-    for field in Settings.model_fields:
-        scope = f" [{scope_of(field)}]" if scope_of else ""
-        lines.append(f"{field} = {shown_value(settings, field)}  ({sources.get(field, 'default')}){scope}")
-    panel = settings.evaluator_backends()
-    judges = f"evaluators {' + '.join(panel)} ({settings.evaluator_policy} must accept)" if len(panel) > 1 \
-        else f"evaluator {panel[0]}"
-    lines.append(f"in force: worker {settings.worker_backend}, {judges}")
-    if pause_point():
-        lines.append(f"WARNING: {PAUSE_ENV}={pause_point()} is set (a test switch): a foreground run from "
-                     "this shell pauses at that point until signalled; the supervisor never passes it on")
-    return lines
-
-
-def shown_value(settings: Settings, field: str) -> str:
-    """A setting's value as `tilth config` shows it: keys masked, notification URLs not shown."""
-    value = getattr(settings, field)
-    if field in SECRET_FIELDS:
-        return mask(value)
-    if field == "notify":
-        return f"{len(value)} URL(s), not shown (they carry tokens)" if value else "[]"
-    if field in ("base_url", "evaluator_base_url") and value in PRESETS:
-        return f"{value} -> {PRESETS[value]}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {v.prompt}/{v.completion} per Mtok" for k, v in value.items()) or "{}"
-    return repr(value) if isinstance(value, list) else str(value)

@@ -12,8 +12,9 @@ import os
 
 from pydantic import ValidationError
 
-from tilth.core.config import LEGACY_CONTINUE, SECRET_FIELDS, Settings, _legacy_stop, env_name
+from tilth.core.config import SECRET_FIELDS, Settings, env_name
 from tilth.core.errors import BadInput
+from tilth.core.settings_load import LEGACY_CONTINUE, legacy_stop
 
 SCOPES = {
     "session": "recorded in session.json by `tilth start` (and `tilth resume`); every run of the session "
@@ -113,7 +114,7 @@ def with_session_view(settings: Settings, recorded: dict[str, object]) -> Settin
     recorded ones in force; a recorded value this version no longer knows is ignored."""
     fields = set(travelling_fields())
     if LEGACY_CONTINUE in recorded and "stop_on_failure" not in recorded:  # a session started before the change
-        recorded = {**recorded, "stop_on_failure": _legacy_stop(recorded[LEGACY_CONTINUE], "the session's settings")}
+        recorded = {**recorded, "stop_on_failure": legacy_stop(recorded[LEGACY_CONTINUE], "the session's settings")}
     merged = {**settings.model_dump(), **{k: v for k, v in recorded.items() if k in fields}}
     try:
         return Settings.model_validate(merged)

@@ -59,7 +59,7 @@ class DaemonLock(HeldLock):
 def environment_view() -> dict[str, str]:
     """The supervisor's TILTH_* environment as `tilth config` compares it with a shell's: values,
     except keys, which appear only as a short one-way fingerprint."""
-    from tilth.core.config import SECRET_FIELDS, env_name, fingerprint
+    from tilth.core.config import SECRET_FIELDS, env_name
     from tilth.core.travel import AGENT_KEY_VARIABLES, LOCAL_FIELDS
 
     secret = {env_name(field) for field in (*SECRET_FIELDS, *LOCAL_FIELDS)}
@@ -67,6 +67,15 @@ def environment_view() -> dict[str, str]:
     view = {name: (f"key {fingerprint(value)}" if name in secret else value)
             for name, value in sorted(os.environ.items()) if name.startswith("TILTH_")}
     return view | {name: f"key {fingerprint(os.environ[name])}" for name in sorted(agents) if os.environ.get(name)}
+
+
+def fingerprint(secret: str | None) -> str | None:
+    """A short one-way tag of a key, enough to tell two keys apart without storing either."""
+    if not secret:
+        return None
+    import hashlib
+
+    return hashlib.sha256(secret.encode()).hexdigest()[:8]
 
 
 def environment_differences(supervisor: dict) -> list[str]:

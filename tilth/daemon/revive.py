@@ -47,7 +47,8 @@ def revive(home: Path) -> str | None:
     (or why it could not), None when nothing was done."""
     if running_pid(home) is not None or not DaemonPaths(home).pid.exists():
         return None  # the usual case, answered without loading the settings model
-    from tilth.core.config import Settings, load_settings
+    from tilth.core.config import Settings
+    from tilth.core.settings_load import load_settings
     from tilth.daemon import queue
 
     try:

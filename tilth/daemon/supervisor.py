@@ -21,7 +21,8 @@ from typing import Callable
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tilth.core.clock import utc_now
-from tilth.core.config import Settings, load_settings
+from tilth.core.config import Settings
+from tilth.core.settings_load import load_settings
 from tilth.core.errors import BadInput
 from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, describe_exit

@@ -21,7 +21,8 @@ import shutil
 import time
 from pathlib import Path
 
-from tilth.core.config import Settings, load_settings
+from tilth.core.config import Settings
+from tilth.core.settings_load import load_settings
 from tilth.core.errors import TilthError
 from tilth.core.faults import checkpoint
 from tilth.core.travel import machine_view

@@ -16,7 +16,7 @@ import time
 import redis
 from rq import Queue, Worker
 
-from tilth.core.config import load_settings
+from tilth.core.settings_load import load_settings
 from tilth.core.processes import proc_stat
 from tilth.dispatch.broker import Broker, BrokerDown
 from tilth.dispatch.holding import sweep

@@ -1,5 +1,5 @@
 """What the dashboard shows, gathered from the read-only views: session summaries
-(`views/status.py`: peeks and the roll-up, never the whole journal), each task's ledger
+(`views/status_data.py`: peeks and the roll-up, never the whole journal), each task's ledger
 (`store/ledger.read_entries`), the branch's commits and one commit's diff (`git/gitcli.py`),
 and the session's own text files (report.md, transcript.md).
 
@@ -49,7 +49,7 @@ def paths_of(home: Path, session_id: str) -> SessionPaths:
 
 def summary(paths: SessionPaths) -> dict[str, Any]:
     """`tilth status <id> --json`'s summary, or {id, error} with the one line that says why not."""
-    from tilth.views.status import session_summary
+    from tilth.views.status_data import session_summary
 
     try:
         return session_summary(paths)
