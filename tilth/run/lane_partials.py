@@ -65,11 +65,23 @@ def keep_left(ws: Workspace, task_id: str, tip: str) -> None:
     lane = open_lane(record.repo, ws.paths.home, record.id, task_id)
     if lane is None:
         return
+    if partial_of(common_repo(record.repo), record.id, task_id) is not None and restoring(ws, task_id):
+        return  # the kill came while the lane was given the kept work: the ref still holds all of it
     try:
         start = lane_start(common_repo(record.repo), str(lane.head.target), tip)
     except (pygit2.GitError, KeyError, ValueError):
         return
     keep(ws, lane, task_id, start, "killed", ws.events)
+
+
+def restoring(ws: Workspace, task_id: str) -> bool:
+    """The task's last lane began and had not yet been given its kept work (its worker had not run)."""
+    last = None
+    for event in ws.events.read():
+        if event.get("task") == task_id and event.get("type") in ("lane_started", "partial_restored",
+                                                                    "partial_dropped"):
+            last = event["type"]
+    return last == "lane_started"
 
 
 def restore(ws: Workspace, lane: pygit2.Repository, task: Task, start: str, events: EventLog) -> None:
