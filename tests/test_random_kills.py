@@ -102,6 +102,8 @@ def check_parallel_invariants(sandbox, sid: str, where: str) -> None:
     listed = git(sandbox.repo, "worktree", "list", "--porcelain")
     assert "+" not in listed and git(sandbox.repo, "branch", "--list", "tilth-lane/*") == "", \
         f"{where}: a lane left behind: {listed}"
+    kept = git(sandbox.repo, "for-each-ref", f"refs/tilth/partial/{sid}/")
+    assert kept == "", f"{where}: an interrupted lane's kept work outlived its task: {kept}"
     assert not (sandbox.home / "lanes" / sid).exists(), where
     doctor = sandbox.tilth("doctor", sid)
     assert doctor.returncode == 0, f"{where}: {doctor.stdout}{doctor.stderr}"

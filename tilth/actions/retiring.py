@@ -14,6 +14,8 @@ from typing import Callable, Iterator
 from tilth.actions.acted import Acted, changeable, check_by, record_act
 from tilth.core.errors import BadInput, SessionBusy, TilthError
 from tilth.git import gitcli
+from tilth.git.lane_worktrees import common_repo
+from tilth.git.partial_refs import drop_partials, partial_tasks
 from tilth.git.worktrees import open_source_repo, remove_worktree
 from tilth.git.worktree_git import has_uncommitted, session_git_dir, worktree_name
 from tilth.store.home import SessionPaths
@@ -48,9 +50,11 @@ def safe_elsewhere(record: SessionRecord, tip: str) -> list[str]:
 
 
 def _remove_git(record: SessionRecord, session_id: str) -> None:
-    """Worktree dir, its registration (pruned even when the dir was deleted by hand), the branch."""
+    """Worktree dir, its registration (pruned even when the dir was deleted by hand), the branch,
+    the interrupted parallel tasks' work (`refs/tilth/partial/<id>/*`)."""
     remove_worktree(open_source_repo(Path(record.repo)), record.branch, worktree_name(session_id),
                     Path(record.worktree))
+    drop_partials(common_repo(record.repo), session_id)
 
 
 def cleanse_session(home: Path, session_id: str, *, by: str = "cli") -> Acted:
@@ -74,6 +78,9 @@ def cleanse(paths: SessionPaths, by: str) -> tuple[str, tuple[str, ...]]:
                            f"remote-tracking ref has it); run `tilth push {paths.id}` first, then cleanse")
         if worktree.exists() and has_uncommitted(session_git_dir(record.repo, paths.id), worktree):
             raise BadInput(f"the worktree {worktree} has uncommitted changes (an interrupted task's partial work); "
+                           f"`tilth resume {paths.id}` to finish it or `tilth reset {paths.id}` to discard it")
+        if kept := partial_tasks(common_repo(record.repo), paths.id):
+            raise BadInput(f"the interrupted work of {', '.join(kept)} is kept under refs/tilth/partial/{paths.id}/; "
                            f"`tilth resume {paths.id}` to finish it or `tilth reset {paths.id}` to discard it")
         where = f"{tip[:7]} is on {holders[0]}" if tip else "the branch was already gone"
         _remove_git(record, paths.id)

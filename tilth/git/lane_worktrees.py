@@ -16,6 +16,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import CheckoutStrategy, ResetMode
 
+from tilth.core.errors import BadInput
 from tilth.git.gitops import open_worktree
 from tilth.git.worktrees import create_worktree, remove_worktree
 from tilth.git.worktree_git import admin_dir, common_git_dir
@@ -53,6 +54,16 @@ def make_lane(repo: str | Path, home: Path, session_id: str, task_id: str, start
     create_worktree(common, lane_branch(session_id, task_id), common[start].peel(pygit2.Commit),
                     lane_name(session_id, task_id), path)
     return path, open_worktree(path, lane_git_dir(repo, session_id, task_id))
+
+
+def open_lane(repo: str | Path, home: Path, session_id: str, task_id: str) -> pygit2.Repository | None:
+    """A lane's worktree as it is (a run that ended or was killed left it), opened by its admin dir;
+    None when it is gone or no longer a worktree git knows."""
+    path = lanes_root(home, session_id) / task_id
+    try:
+        return open_worktree(path, lane_git_dir(repo, session_id, task_id))
+    except (BadInput, pygit2.GitError):
+        return None
 
 
 def drop_lane(repo: str | Path, home: Path, session_id: str, task_id: str) -> None:

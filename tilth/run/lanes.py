@@ -12,8 +12,10 @@ question. Caps, the stop flag and the meter are the session's, shared by every l
 journal (each event carries its lane) and prd.json (written only here). Lanes across all sessions
 of a `$TILTH_HOME` hold one of `max_agent_lanes` slots (a flock each); free disk is checked before
 a worktree is made. No lane outlives the run: a stop, a cap or a crash waits for the lanes to end
-their attempt, removes their worktrees and puts their tasks back to pending (`lane_cleanup.clear_lanes` does the
-same at the next run after a kill)."""
+their attempt, keeps each one's work for its task's next lane (`run/lane_partials.py`), removes their
+worktrees and puts their tasks back to pending (`lane_cleanup.clear_lanes` does the same at the next
+run after a kill). Answers to parked tasks are taken at every scheduling step, every `POLL_S` while
+all lanes run, so an answered task gets a lane while the others go on."""
 
 from __future__ import annotations
 
@@ -34,9 +36,11 @@ from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.commits import done_message
 from tilth.git.gitops import commit_staged, open_worktree
 from tilth.git.worktree_git import session_git_dir
-from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, make_lane, remove_lanes_root, reset_to
+from tilth.git.lane_worktrees import (drop_lane, lane_branch, lane_git_dir, make_lane, open_lane, remove_lanes_root,
+                                      reset_to)
 from tilth.run.context import Sources
 from tilth.run.lane_limits import Slots, overlaps
+from tilth.run import lane_partials
 from tilth.run.merge_queue import LaneLog, LaneResult, Landing, land, note_refusal
 from tilth.run.outcomes import Workspace, commit_parked, guard_branch, stage
 from tilth.run.parking import take_answers
@@ -63,6 +67,9 @@ document(
                              "lanes wall_s task_s conflicts redos redo_s redo_usd"),
     }
 )
+
+POLL_S = 0.5
+"""How often the scheduler looks again while every lane runs (answers, stop, caps), besides each lane's end."""
 
 REDO_LIMIT = 2
 """Refused landings a task may have: again on the new head, then alone; the next one parks it."""
@@ -107,7 +114,7 @@ class Scheduler:
         self.halt: BaseException | None = None
         self.failed_stop = False
         self.told: set[str] = set()
-        """Tasks whose wait for a lane slot is in the journal already."""
+        """Waits for a lane slot (task ids) or for disk (`disk <task>`) that are in the journal already."""
         self.slots = Slots(run.ws.paths.home, run.settings.max_agent_lanes)
         self.tally = Tally()
         self.pool = ThreadPoolExecutor(self.width, thread_name_prefix="tilth-lane")
@@ -119,6 +126,7 @@ class Scheduler:
         ws = run.ws  # its own repository object: pygit2 objects are not shared between threads
         repo = open_worktree(Path(ws.record.worktree), session_git_dir(ws.record.repo, ws.record.id), repair=False)
         self.after_run = replace(run, sources=Sources(ws.paths, repo, run.settings, ws.events))
+        lane_partials.sweep(ws)
 
     def drive(self) -> bool:
         try:
@@ -129,7 +137,7 @@ class Scheduler:
                         break
                     self.run.stop.sleep(0.5)  # another session's lanes hold every slot
                     continue
-                wait([lane.future for lane in self.lanes.values()], return_when=FIRST_COMPLETED)
+                wait([lane.future for lane in self.lanes.values()], timeout=POLL_S, return_when=FIRST_COMPLETED)
                 for lane in [lane for lane in self.lanes.values() if lane.future.done()]:
                     self.lock.beat()
                     self.finish(lane)
@@ -158,8 +166,9 @@ class Scheduler:
         try:
             run.stop.check()
             run.caps.check()
-            if not self.lanes:  # it may unwind a PARKED placeholder at the tip: no lane may stand on it
-                take_answers(run.ws)
+            # at every step, lanes running or not: an answered task's retry starts in a lane from the
+            # tip, which holds its PARKED placeholder's edits (never unwound under running lanes)
+            take_answers(run.ws, unwind=False)
         except (StopRequested, Paused) as exc:
             self.halt = exc
             return False
@@ -172,7 +181,9 @@ class Scheduler:
                 continue
             free = shutil.disk_usage(run.ws.paths.home).free
             if free < run.settings.lane_min_free_mb * 1024 * 1024:
-                run.ws.events.emit("lane_waiting", task.id, why="disk", free_mb=free // (1024 * 1024))
+                if f"disk {task.id}" not in self.told:  # the scheduler looks again every POLL_S
+                    self.told.add(f"disk {task.id}")
+                    run.ws.events.emit("lane_waiting", task.id, why="disk", free_mb=free // (1024 * 1024))
                 if not self.lanes:
                     raise DiskFull(f"{free // (1024 * 1024)} MiB free under {run.ws.paths.home}, less than "
                                    f"lane_min_free_mb ({run.settings.lane_min_free_mb}); free some space, then resume")
@@ -206,6 +217,7 @@ class Scheduler:
         set_status(ws.paths.prd, task.id, TaskStatus.in_progress)
         log.emit("task_started", task.id, start=start)
         log.emit("lane_started", task.id, start=start, redo=redo)
+        lane_partials.restore(ws, repo, task, start, log)
         if notes := take_unread(ws.paths.dir):
             log.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
         record = dataclasses.replace(ws.record, worktree=str(path), branch=lane_branch(ws.record.id, task.id))
@@ -251,6 +263,7 @@ class Scheduler:
             return
         with run.ws.events.serial:  # nothing (a dispatched session's push at an event) sees a landing half done
             landing = land(run, lane.number, task, result)
+        lane_partials.forget(run.ws, task.id)  # landed, or refused: its redo starts clean on the new head
         seconds = time.monotonic() - lane.began
         self.tally.ended = time.monotonic()
         if landing.sha is None:
@@ -309,8 +322,11 @@ class Scheduler:
             except BaseException:  # noqa: B036 - the first failure is already the run's
                 pass
         ws = self.run.ws
+        log = LaneLog(ws.events, lane.number)
+        if (repo := open_lane(ws.record.repo, ws.paths.home, ws.record.id, lane.task.id)) is not None:
+            lane_partials.keep(ws, repo, lane.task.id, lane.start, why, log)
         set_status(ws.paths.prd, lane.task.id, TaskStatus.pending)
-        LaneLog(ws.events, lane.number).emit("lane_requeued", lane.task.id, why=why)
+        log.emit("lane_requeued", lane.task.id, why=why)
         self.remove(lane, "stopped", time.monotonic() - lane.began)
 
     def remove(self, lane: Lane, outcome: str, seconds: float) -> None:

@@ -34,6 +34,7 @@ from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker
 from tilth.run import session_notices
 from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_reason
 from tilth.run.final_review import review_session
+from tilth.run import lane_partials
 from tilth.run.lane_cleanup import clear_lanes
 from tilth.run.lanes import run_lanes
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
@@ -279,9 +280,11 @@ def run_task(run: Run, task: Task) -> str:
     run.ws.events.emit("task_started", task.id)
     if notes := take_unread(run.ws.paths.dir):
         run.ws.events.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
+    lane_partials.restore_in_turn(run.ws, task)  # what a parallel run's interrupted lane left
     outcome, entry = attempt(run, task)
     sha = commit_done(run.ws, task, entry, restage=False) if outcome == "done" else \
         commit_parked(run.ws, task, entry) if outcome == "parked" else commit_failed(run.ws, task, entry)
+    lane_partials.forget(run.ws, task.id)
     after_task(run, task, outcome, entry.iter, sha)
     return outcome
 

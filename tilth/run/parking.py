@@ -5,8 +5,9 @@ A parked task keeps its partial work in a PARKED placeholder (`outcomes.commit_p
 `tilth answer` has answered its last question (`store/answers.py`), the runner puts it back to
 pending at the next task boundary: a placeholder still at HEAD is soft-unwound first, so the
 retry's one commit holds the parked edits; a placeholder below later tasks' commits stays in the
-history and the retry starts from the tip, which holds its edits. The retry's attempts start
-from zero; the answer is a channel of its prompts.
+history and the retry starts from the tip, which holds its edits. Parallel tasks take answers at
+every step of the lane scheduler, lanes running or not, and never unwind: the retry's lane starts
+from the tip. The retry's attempts start from zero; the answer is a channel of its prompts.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ document(
 )
 
 
-def take_answers(ws: Workspace) -> list[str]:
+def take_answers(ws: Workspace, unwind: bool = True) -> list[str]:
     """Every parked task whose question is answered goes back to pending, and an answered task's
     PARKED placeholder at HEAD is soft-unwound (`tilth answer` may have flipped the status
     already); under the session lock, at a task boundary, when the worktree holds no other task's
-    edits."""
+    edits. `unwind=False` (parallel tasks, at every scheduling step of the lanes): the placeholder
+    stays in the history and the retry's lane starts from the tip, which holds its edits."""
     plan = load_current_plan(ws.paths.prd)
     answered = [t for t in plan if t.status == TaskStatus.parked and is_answered(ws.paths.dir, t.id)]
     for task in answered:
@@ -40,7 +42,7 @@ def take_answers(ws: Workspace) -> list[str]:
         asked = last_question(ws.paths.dir, task.id)
         ws.events.emit("task_answered", task.id, asked.iter if asked else None,
                        question=asked.question if asked else "", by="runner")
-    head = read_task_commit(ws.repo.head.peel())
+    head = read_task_commit(ws.repo.head.peel()) if unwind else None
     if head is not None and head.parked and is_answered(ws.paths.dir, head.task_id) \
             and any(t.id == head.task_id and t.status in (TaskStatus.pending, TaskStatus.parked) for t in plan):
         parent = str(ws.repo[head.sha].parents[0].id)
