@@ -60,6 +60,8 @@ NO_CASE = Verdict(verdict="reject", category="no_case", concern="The worker ende
 
 @dataclass
 class Run:
+    """What the task loop works with for one run of a session (`session_run.prepare` builds it)."""
+
     ws: Workspace
     backend: Backend
     settings: Settings
