@@ -146,7 +146,7 @@ for (`agents/backends/openai_sdk.py`), and nothing of the dashboard, supervisor 
 def test_the_run_path_imports_only_what_it_uses() -> None:
     """The fast tier's check: the run loop's modules, one secret scan and the SDK's client with its
     chat resource, in a fresh interpreter (a price asked for: the session test below)."""
-    code = ("import sys, tilth.run.loop, tilth.run.create\n"
+    code = ("import sys, tilth.run.session_run, tilth.run.create\n"
             "from tilth.store.secret_scan import find_secrets\n"
             "assert find_secrets('token = ghp_' + 'a1B2c3D4e5' * 4)\n"
             "from tilth.agents.backends.chat import sdk_client\n"

@@ -24,7 +24,7 @@ from tilth.views.reasons import task_failure, verdict_words
 from tilth.views.status_data import activity
 from tilth.views.tally import running_seconds
 
-for _emitter in ("tilth.run.loop", "tilth.run.outcomes"):  # they document the event types emitted below
+for _emitter in ("tilth.run.loop", "tilth.run.session_run", "tilth.run.outcomes"):  # they document the event types emitted below
     importlib.import_module(_emitter)
 
 REJECT = {"verdict": "reject", "category": "weak_test", "concern": "no test\n   covers   it", "next_step": "add one"}

@@ -48,7 +48,7 @@ from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
 from tilth.store.calls import Counted, Totals, model_calls
 from tilth.store.events import EventLog, document
-from tilth.store.rollup import Rollup
+from tilth.store.rollup_fold import Rollup
 
 document(
     {

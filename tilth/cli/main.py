@@ -1,6 +1,6 @@
 """The `tilth` command line: the parser root, `start`/`run`/`resume`/`status`/`config`, and errors
 as one line and an exit code. Handlers parse arguments and call into the library; the loop itself
-lives in run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
+lives in run/session_run.py and run/loop.py. Exit codes: 0 all done, 1 a task failed, 2 bad input,
 3 stopped before finishing."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ NO_SESSIONS = "no sessions; create one with `tilth start`"
 
 def run_foreground(session_id: str, resume: bool, expect_queued: bool = False) -> int:
     from tilth.core.settings_load import load_settings
-    from tilth.run.loop import run_session
+    from tilth.run.session_run import run_session
     from tilth.run.stopflag import StopFlag
     from tilth.store.home import session_paths
     from tilth.store.session import load_session, refuse_archived

@@ -35,7 +35,7 @@ from tilth.dispatch.signing import job_signature, load_secret, matches
 from tilth.git.gitcli import GitFailed
 from tilth.git.carry import (PushRefused, SnapshotRefused, apply_patch, check_out, clone_lock, ensure_clone,
                              fetch_session, push_session, remove_checkout, staged_patch)
-from tilth.run.loop import run_session
+from tilth.run.session_run import run_session
 from tilth.store.answers import last_question, record_answer
 from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
 from tilth.store.inbox import add_note

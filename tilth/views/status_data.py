@@ -22,7 +22,8 @@ from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import TaskLine, peek_plan
 from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
-from tilth.store.rollup import Rollup, load_rollup
+from tilth.store.rollup import load_rollup
+from tilth.store.rollup_fold import Rollup
 from tilth.store.session_peek import peek_session
 from tilth.store.session_record import SessionRecord
 from tilth.store.session_state import SessionState, effective_state

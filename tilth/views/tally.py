@@ -32,7 +32,8 @@ from tilth.store.calls import Totals
 from tilth.store.ledger import Verdict, VerifyResult, read_entries
 from tilth.store.prd import Criterion, blocked_by, load_plan
 from tilth.store.prd_rules import blocked_label
-from tilth.store.rollup import OUTSIDE_RUN, load_rollup
+from tilth.store.rollup import load_rollup
+from tilth.store.rollup_fold import OUTSIDE_RUN
 from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
