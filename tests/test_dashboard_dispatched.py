@@ -70,6 +70,9 @@ def test_a_dispatched_session_is_shown_escaped_and_answered_from_its_page(sandbo
 
     expect.set_options(timeout=20_000)
     client = hold_a_parked_session(broker.url, "far-1")
+    listed = sandbox.tilth("status").stdout  # the same reader, worded for a terminal
+    assert "dispatched sessions (broker):" in listed and re.search(r"far-1  running\s+1/3  T-2", listed), listed
+    assert "etc" not in listed
     server = served()
 
     status, body, _ = server.get("/")
@@ -139,3 +142,5 @@ def test_an_unreachable_broker_is_one_line_on_the_overview(sandbox, served):  # 
     assert said == ["dispatched sessions: the broker redis://127.0.0.1:1/0 is unreachable (Error 111 connecting to "
                     "127.0.0.1:1. Connection refused.)"], body
     assert server.get("/s/far-1")[0] == 404
+    listed = sandbox.tilth("status")
+    assert "dispatched: the broker redis://127.0.0.1:1/0 is unreachable" in listed.stdout, listed.stdout + listed.stderr
