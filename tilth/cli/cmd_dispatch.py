@@ -64,71 +64,42 @@ def wanted(args: argparse.Namespace, settings) -> bool:
 
 
 def status_one(found: tuple[Any, dict], as_json: bool) -> int:
-    broker, state = found
+    _, state = found
     if as_json:
         import orjson
 
         print(orjson.dumps(state).decode())
         return 0
-    lines = [f"session {state.get('id') or '?'}: {state.get('state')} ({state.get('progress', '?')} done), "
-             f"dispatched" + (f", on {state['worker']}" if state.get("worker") else "")]
-    if state.get("reason"):
-        lines.append(f"reason   {state['reason']}")
-    lines += [f"branch   {state.get('branch', '')} on {state.get('remote', '')}"]
-    lines += [f"  {t['status']:<11} {t['id']}: {t['title']}" for t in state.get("tasks", [])]
-    for q in state.get("questions") or []:
-        lines += [f"question {q['task']} {q['question']}",
-                  f"  answer:  tilth answer {state.get('id') or '?'} {q['task']} \"<your answer>\""]
-    print("\n".join(lines))
+    from tilth.views.remote_status import one_lines
+
+    print("\n".join(one_lines(state, state.get("id") or "?")))
     return 0
 
 
 def status_lines() -> list[str]:
     """The dispatched sessions, one line each, for `tilth status` (none without [dispatch])."""
-    broker = broker_or_none()
-    if broker is None:
-        return []
-    from tilth.actions.remote import forgotten
-    from tilth.dispatch.broker import BrokerDown
+    from tilth.actions.remote_read import listing
+    from tilth.store.home import tilth_home
+    from tilth.views.remote_status import listing_lines
 
-    try:
-        ids = broker.session_ids()
-        states = [(i, broker.state(i) or {}) for i in ids]
-        lost = forgotten(broker)
-    except BrokerDown as exc:
-        return [f"dispatched: the broker {broker.dispatch.broker_shown} is unreachable ({exc})"]
-    if not states and not lost:
-        return []
-    return ["dispatched sessions (broker):"] + [
-        f"  {i}  {s.get('state', '?'):<8} {s.get('progress', '?'):>5}  {(s.get('current') if s.get('state') in LIVE else '') or '-':<8} "
-        f"{s.get('worker') or '-'}" + (f"  {s['reason']}" if s.get("state") == "refused" else "")
-        for i, s in states] + [
-        f"  {i}  forgotten  on the remote, not in the broker: `tilth resume {i}` queues it again" for i in lost]
-
-
-LIVE = ("running", "paused", "crashed")
-"""The broker states in which a session has a current task; an ended one has none."""
+    found = listing(tilth_home())
+    return [] if found is None else listing_lines(found.states, found.forgotten, found.down)
 
 
 def logs(found: tuple[Any, dict], session_id: str, follow: bool, everything: bool, last: int | None = None) -> int:
     from tilth.actions.remote import ended, known
-    from tilth.views.readable import Readable
+    from tilth.actions.remote_read import Relayed
 
     broker, state = found
     known(state, session_id)
-    readable = Readable(everything=everything)
-    after, lines = "-", []
-    for entry_id, event in broker.events(session_id):
-        after = entry_id
-        lines += readable.lines(event)
+    relayed = Relayed(broker, session_id, everything=everything)
+    lines = relayed.read()
     for line in lines[max(0, len(lines) - last):] if last is not None else lines:
         print(line, flush=True)
     while follow:
         state = broker.state(session_id) or {}
-        for entry_id, event in broker.events(session_id, after, block_ms=1000):
-            after = entry_id
-            for line in readable.lines(event):
-                print(line, flush=True)
+        for line in relayed.read(block_ms=1000):
+            print(line, flush=True)
         if ended(broker, session_id, state):
             break
     return 0

@@ -76,7 +76,12 @@ def action_routes(home: Path) -> dict[str, Callable]:
         async def endpoint(request: Request) -> Response:
             sid = request.path_params["sid"]
             try:
-                data.paths_of(home, sid)
+                try:
+                    data.paths_of(home, sid)
+                except data.NotFound:
+                    from tilth.web.dispatched import found  # a dispatched session: the broker must know it
+
+                    await asyncio.to_thread(found, home, sid)
                 form = await read_form(request)
                 from tilth import actions  # the runner's, supervisor's and broker's code: loaded on the first action
 

@@ -14,6 +14,7 @@ dropped when its client stalls is `web/streaming.py`'s.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -22,7 +23,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tilth.web import data, live, overview, pages
+from tilth.actions.remote import dispatch_settings
+from tilth.web import data, dispatched, live, overview, pages
 from tilth.web.access import Guard, csrf_token, html, nonce
 from tilth.web.acting import action_routes, login_routes
 from tilth.web.assets import FAVICON
@@ -36,6 +38,15 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
     def paths(request: Request):
         return data.paths_of(home, request.path_params["sid"])
 
+    def here_or_dispatched(request: Request) -> Any:
+        """The session's paths when this machine has it, else (broker, state) of a dispatched one."""
+        try:
+            return paths(request)
+        except data.NotFound:
+            if dispatch_settings(home) is None:
+                raise
+            return dispatched.found(home, request.path_params["sid"])
+
     def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
@@ -45,8 +56,7 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
         return endpoint
 
     async def sessions(request: Request) -> Response:
-        summaries = data.overview(home)
-        return html(request, overview.sessions_page(summaries, data.needs_you(home, summaries), nonce(request)))
+        return html(request, overview.sessions_page(live.overview_parts(home), nonce(request)))
 
     async def sessions_json(request: Request) -> Response:
         return JSONResponse(data.overview(home))
@@ -55,19 +65,28 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
         return EventStream(lambda: live.state_stream(lambda: live.overview_parts(home), stopping), gate)
 
     async def session(request: Request) -> Response:
-        found = paths(request)
+        found, sid = await asyncio.to_thread(here_or_dispatched, request), request.path_params["sid"]
+        if isinstance(found, tuple):
+            remote = dispatched.Parts(found, sid, csrf_token(request))
+            return html(request, dispatched.session_page(sid, await asyncio.to_thread(remote), nonce(request)))
         parts = live.SessionParts(found, csrf_token(request))()
         return html(request, pages.session_page(found.id, parts, nonce(request)))
 
     async def session_json(request: Request) -> Response:
-        return JSONResponse(data.summary(paths(request)))
+        found = await asyncio.to_thread(here_or_dispatched, request)
+        return JSONResponse({**found[1], "dispatched": True} if isinstance(found, tuple) else data.summary(found))
 
     async def session_state(request: Request) -> Response:
-        parts = live.SessionParts(paths(request), csrf_token(request))
+        found, sid = await asyncio.to_thread(here_or_dispatched, request), request.path_params["sid"]
+        parts = (dispatched.Parts(found, sid, csrf_token(request)) if isinstance(found, tuple)
+                 else live.SessionParts(found, csrf_token(request)))
         return EventStream(lambda: live.state_stream(parts, stopping), gate)
 
     async def session_log(request: Request) -> Response:
-        found, resume_at = paths(request), request.headers.get("last-event-id")
+        found, resume_at = await asyncio.to_thread(here_or_dispatched, request), request.headers.get("last-event-id")
+        if isinstance(found, tuple):
+            sid = request.path_params["sid"]
+            return EventStream(lambda: live.relayed_stream(found[0], sid, resume_at, stopping), gate)
         return EventStream(lambda: live.log_stream(found, resume_at, stopping), gate)
 
     async def commit(request: Request) -> Response:

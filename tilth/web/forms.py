@@ -41,8 +41,8 @@ def answer_forms(sid: str, questions: list[dict[str, Any]], csrf: str) -> str:
     return "".join(out)
 
 
-def controls(sid: str, s: dict[str, Any], csrf: str) -> str:
-    """The note form, and stop or resume as the state allows."""
+def controls(sid: str, s: dict[str, Any], csrf: str, resumable: tuple[str, ...] = RESUMABLE) -> str:
+    """The note form, and stop or resume as the state allows (`resumable`: the states a resume is offered in)."""
     if "error" in s:
         return ""
     state = s.get("state")
@@ -54,7 +54,7 @@ def controls(sid: str, s: dict[str, Any], csrf: str) -> str:
     buttons = ""
     if state in STOPPABLE:
         buttons += _form(href("s", sid, "stop"), csrf, '<button type="submit" class="danger">stop</button>', "stop")
-    if state in RESUMABLE:
+    if state in resumable:
         buttons += _form(href("s", sid, "resume"), csrf, '<button type="submit">resume</button>', "resume")
     return f'{note}<div class="buttons" data-state="{e(state)}">{buttons}</div>'
 

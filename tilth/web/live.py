@@ -8,6 +8,9 @@ dir that comes or goes is just another change; a stream ends only when its brows
          of events.jsonl (`views/follow.last_lines`), then the complete lines appended since;
          the SSE id is the byte offset, so a reconnecting browser resumes where it was
   reset  events.jsonl was replaced or truncated: the lines shown are gone; a fresh tail follows
+
+A dispatched session (`web/dispatched.py`) has the same two streams from the broker: its state hash
+read again every second, and the events its worker relayed (`relayed_stream`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ READ_BYTES = 1 << 20
 """At most this much of the journal is read per poll: a burst is sent over a few polls."""
 OFFSET = re.compile(r"^[0-9]{1,18}$")
 """A `Last-Event-ID` this stream sent (a byte offset); anything else starts from the end again."""
+STREAM_ID = re.compile(r"^[0-9]{1,20}-[0-9]{1,20}$")
+"""A broker stream entry id: the only `Last-Event-ID` a dispatched session's stream resumes after."""
 
 
 def message(event: str, payload: object, event_id: str | None = None) -> bytes:
@@ -71,8 +76,14 @@ async def state_stream(render: Callable[[], dict[str, str]], stopping: Stopping)
 
 
 def overview_parts(home: Path) -> dict[str, str]:
-    summaries = data.overview(home)
-    return {"sessions": overview.sessions_rows(summaries), "needs": overview.needs_you(data.needs_you(home, summaries))}
+    """The first page's fragments: "needs you", the sessions here, the dispatched ones (`web/dispatched.py`)."""
+    from tilth.web import dispatched
+
+    summaries, remote = data.overview(home), dispatched.listing(home)
+    shown = dispatched.rows(home, remote)
+    return {"sessions": overview.sessions_rows(summaries) if summaries or not shown else "",
+            "needs": overview.needs_you(data.needs_you(home, summaries), dispatched.needs(remote)),
+            "dispatched": shown}
 
 
 class SessionParts:
@@ -164,3 +175,33 @@ def _read(path: Path, offset: int) -> bytes:
             return os.pread(f.fileno(), READ_BYTES, offset)
     except OSError:
         return b""
+
+
+async def relayed_stream(broker, sid: str, resume_at: str | None, stopping: Stopping) -> AsyncIterator[bytes]:
+    """A dispatched session's `lines`: the readable lines of the events its worker relayed to the broker,
+    the last `BACKLOG_LINES`, then the new ones; the SSE id is the broker's stream entry id (checked), so
+    a reconnecting browser resumes after it."""
+    from tilth.actions.remote_read import Relayed
+    from tilth.dispatch.broker import BrokerDown
+
+    relayed = Relayed(broker, sid, stamp=True)
+    backlog = True
+    if resume_at and STREAM_ID.match(resume_at):
+        relayed.after, backlog = resume_at, False
+    quiet_since = time.monotonic()
+    while not stopping():
+        try:
+            lines = await asyncio.to_thread(relayed.read)
+        except BrokerDown:
+            lines = []
+        mark = relayed.after if STREAM_ID.match(relayed.after) else None
+        if backlog:
+            backlog = False
+            yield message("lines", lines[-BACKLOG_LINES:], mark)
+        elif lines:
+            quiet_since = time.monotonic()
+            yield message("lines", lines, mark)
+        elif time.monotonic() - quiet_since >= KEEPALIVE_S:
+            quiet_since = time.monotonic()
+            yield KEEPALIVE
+        await asyncio.sleep(LOG_EVERY_S)

@@ -23,7 +23,8 @@ def waited(seconds: float | None) -> str:
     return duration(seconds)
 
 
-def needs_you(needs: dict[str, Any]) -> str:
+def needs_you(needs: dict[str, Any], more: list[str] | None = None) -> str:
+    """The "needs you" list; `more`: items of dispatched sessions (`web/dispatched.needs`)."""
     questions, attention, spend = needs["questions"], needs["attention"], needs["spend"]
     out = []
     for q in questions:
@@ -43,6 +44,7 @@ def needs_you(needs: dict[str, Any]) -> str:
                    f'<a href="{href("s", a["session"])}">{e(a["session"])}</a> '
                    f'<span class="badge state-{e(a["state"])}">{e(STATE_WORDS.get(a["state"], a["state"]))}</span>'
                    f'{until}<div>{e(a["reason"])}</div></li>')
+    out += more or []
     spent = money(spend["usd"], spend["lower_bound"], 2)
     sessions = f'{spend["sessions"]} session{"" if spend["sessions"] == 1 else "s"}'
     night = f'<p class="spend" id="night-spend">spent in the last 24 hours: <b>{e(spent)}</b> ({e(sessions)})</p>'
@@ -72,10 +74,12 @@ def sessions_rows(summaries: list[dict[str, Any]]) -> str:
     return "".join(out)
 
 
-def sessions_page(summaries: list[dict[str, Any]], needs: dict[str, Any], nonce: str) -> str:
+def sessions_page(parts: dict[str, str], nonce: str) -> str:
+    """The whole first page from its fragments (`web/live.overview_parts`: needs, sessions, dispatched)."""
     body = ('<h1>tilth <span id="live"></span></h1><h2>needs you</h2>'
-            f'<div id="needs">{needs_you(needs)}</div><h2>sessions</h2><div class="wide"><table><thead><tr>'
+            f'<div id="needs">{parts["needs"]}</div><h2>sessions</h2><div class="wide"><table><thead><tr>'
             '<th>session</th><th>state</th><th>done</th><th>current</th><th>spend</th><th class="narrow-hide">elapsed'
             '</th><th class="narrow-hide">created</th></tr></thead>'
-            f'<tbody id="sessions">{sessions_rows(summaries)}</tbody></table></div>')
+            f'<tbody id="sessions">{parts["sessions"]}</tbody><tbody id="dispatched">{parts["dispatched"]}</tbody>'
+            '</table></div>')
     return page("tilth sessions", body, nonce, SESSIONS_JS, {"state": "/live/sessions"})
