@@ -190,6 +190,9 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
     prompts = [json.loads(line) for line in cluster.file("q", "prompts.jsonl").splitlines()]
     retry = next(p["prompt"] for p in prompts if p["task"] == "T-1" and p["iter"] == 2 and p["role"] == "worker")
     assert "Answer: Drop v1; migrate both callers." in retry and "prefer small commits" in retry
+    events = [json.loads(line) for line in cluster.file("q", "events.jsonl").splitlines()]
+    assert [e["data"]["by"] for e in events if e["type"] == "task_answered"] == ["cli"], "who answered, relayed"
+    assert [e["data"]["by"] for e in events if e["type"] == "notes_taken"] == [["cli"]]
     assert redis.Redis.from_url(cluster.redis.url).llen("tilth:inbox:q") == 0, "trimmed once pushed"
 
 
