@@ -1,13 +1,15 @@
 """A cluster for the dispatch tests: a real redis-server with a password, a bare remote, and
-`tilth worker` processes each with its own TILTH_HOME."""
+`tilth worker` processes each with its own TILTH_HOME. A test whose worker side or broker content is
+hostile runs `@AS_ROOT_AND_UNPRIVILEGED`: its cluster's tilth processes run as root, then as an
+unprivileged user (tests/users.py), with HOME and every TILTH_HOME outside /tmp, owned by that user."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from conftest import git, make_repo, task
 from redis_server import RedisServer, redis_bin
 from supervised import wait_until
+from users import USERS, User, outside_tmp
 
 HELD = "touch {gates}/reached-$TILTH_SESSION_TAG-$TILTH_TASK; " \
        "while [ ! -e {gates}/go-$TILTH_SESSION_TAG-$TILTH_TASK ]; do sleep 0.05; done"
@@ -31,8 +34,10 @@ def required() -> str:
 
 
 class Cluster:
-    def __init__(self, root: Path, persistent: bool = True, tls: bool = False):
+    def __init__(self, root: Path, persistent: bool = True, tls: bool = False, user: User | None = None):
         self.root = root
+        self.user = user or User("root")
+        """Who runs its tilth processes; the test itself (the broker writer, the remote's pusher) is root."""
         self.redis = RedisServer(root / "redis", required(), persistent=persistent, tls=tls).start()
         self.remote = root / "remote.git"
         source = make_repo(root / "source")
@@ -48,6 +53,11 @@ class Cluster:
         """More environment for a home's processes (TILTH_TEST_PAUSE_AT for a worker)."""
         self.confined: set[str] = set()
         """Homes whose processes keep the sandbox of their config (the others run with it off)."""
+        self.user_home: Path | None = None
+        if user is not None:  # a machine as its users have it: a HOME of their own, everything theirs
+            self.user_home = root / "user-home"
+            self.user_home.mkdir()
+            self.user.own(root)
 
     def home(self, name: str) -> Path:
         home = self.root / name
@@ -60,21 +70,25 @@ class Cluster:
             (home / "config.toml").write_text(
                 top + f'\n[dispatch]\nbroker_url = "{self.redis.url}"\nremote = "{self.remote}"\n'
                 + defaults + dispatch)
+            self.user.own(home)
         return home
 
     def env(self, name: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TILTH_", "GIT_CONFIG_"))}
+        if self.user_home is not None:
+            env["HOME"] = str(self.user_home)
         confinement = {} if name in self.confined else {"TILTH_SANDBOX": "off"}
         return {**env, "TILTH_HOME": str(self.home(name)), **confinement, "PYTHONUNBUFFERED": "1",
                 **self.environ.get(name, {})}
 
     def tilth(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tilth", *args], env=self.env(name), capture_output=True,
+        return subprocess.run([*self.user.prefix, self.user.python, "-m", "tilth", *args], env=self.env(name),
+                              capture_output=True,
                               text=True, timeout=timeout, cwd=self.root)
 
     def worker(self, name: str) -> subprocess.Popen:
         log = open(self.root / f"{name}.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "tilth", "worker"], env=self.env(name), stdout=log,
+        proc = subprocess.Popen([*self.user.prefix, self.user.python, "-m", "tilth", "worker"], env=self.env(name), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=self.root)
         self.workers[name] = proc
         return proc
@@ -140,10 +154,25 @@ class Cluster:
         self.redis.stop()
 
 
+AS_ROOT_AND_UNPRIVILEGED = pytest.mark.parametrize("cluster", USERS, indirect=True)
+"""The test's cluster runs as root, then as an unprivileged user: confinement and trust hold for both."""
+
+
 @pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path)
+def cluster(request, tmp_path, monkeypatch):
+    if not hasattr(request, "param"):
+        c = Cluster(tmp_path)
+    else:
+        c = Cluster(outside_tmp("tilth-cluster-"), user=User(request.param))
+        # the test's own git (root) reads the user's remote; its tilth processes never see this (`env`)
+        for key, value in {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+                           "GIT_CONFIG_VALUE_0": "*"}.items():
+            monkeypatch.setenv(key, value)
     try:
         yield c
+        ran = {p.stat().st_uid for p in c.root.glob("w*/sessions/*")}
+        assert ran <= {c.user.uid}, f"the workers ran as uid {ran}, not as {c.user.name} ({c.user.uid})"
     finally:
         c.cleanup()
+        if hasattr(request, "param"):
+            shutil.rmtree(c.root, ignore_errors=True)

@@ -209,3 +209,41 @@ def test_a_dashboard_resume_keeps_the_recorded_settings_a_cli_resume_takes_the_s
     from_shell = resume_session(here.home, "s1", by="cli", foreground=True)
     assert "settings_recorded" in from_shell.events
     assert any("max_spend_usd" in w for w in from_shell.warnings)
+
+
+def test_who_answered_or_noted_is_kept_as_cli_or_dashboard_and_anything_else_as_unknown(tmp_path):
+    from tilth.store.actors import known_actor
+    from tilth.store.answers import answers_path, last_question, record_answer, record_question
+    from tilth.store.inbox import add_note, all_notes
+
+    assert [known_actor(by) for by in ("cli", "dashboard", "runner", "answer", "CLI", None, ["cli"], {"by": 1})] \
+        == ["cli", "dashboard"] + ["unknown"] * 6
+    for tid, by in (("T-1", "dashboard"), ("T-2", "runner"), ("T-3", None)):
+        record_question(tmp_path, tid, 1, "worker", f"{tid}?", "")
+        record_answer(tmp_path, tid, 1, "yes", f"id-{tid}", by=by)
+    assert [last_question(tmp_path, t).answered_by for t in ("T-1", "T-2", "T-3")] == ["dashboard", "unknown", None]
+    with answers_path(tmp_path, "T-3").open("a") as rewritten:  # a carried file rewritten on the remote
+        rewritten.write(json.dumps({"kind": "answer", "iter": 1, "text": "no", "id": "x", "by": ["cli"]}) + "\n")
+    assert last_question(tmp_path, "T-3").answered_by == "unknown"
+    add_note(tmp_path, "a", None, "n1", by="dashboard")
+    add_note(tmp_path, "b", None, "n2", by="\x1b[2Jdashboard")
+    add_note(tmp_path, "c", None)
+    assert [n.by for n in all_notes(tmp_path)] == ["dashboard", "unknown", None]
+
+
+def test_logs_say_who_answered_and_who_left_the_notes_taken():
+    from tilth.views.readable import Readable
+
+    def line(kind: str, data: dict) -> str:
+        [said] = Readable().lines({"ts": "2026-01-01T00:00:00.000Z", "type": kind, "task": "T-1", "iter": 1,
+                                   "data": data})
+        return said
+
+    assert line("task_answered", {"question": "q", "by": "dashboard"}).endswith("(answered on the dashboard)")
+    assert line("task_answered", {"question": "q", "by": "unknown"}).endswith("answered; pending again")
+    assert line("notes_taken", {"count": 2, "ids": ["a", "b"], "by": ["dashboard", "cli"]}).endswith(
+        "took 2 notes left on the dashboard and with `tilth note`")
+    assert line("notes_taken", {"count": 1, "ids": ["a"], "by": ["unknown"]}).endswith(
+        "took 1 note left by someone unknown")
+    assert line("notes_taken", {"count": 1, "ids": ["a"]}).endswith("took 1 note left with `tilth note`")
+    assert line("notes_taken", {"count": 1, "ids": ["a"], "by": [["x"]]}).endswith("left by someone unknown")

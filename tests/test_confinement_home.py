@@ -18,8 +18,8 @@ import pytest
 from conftest import make_repo, task
 from fake_openai import ACCEPT, SUBMIT, FakeOpenAI, call, reply
 from tilth.agents.sandbox import bwrap_works
+from users import USERS, User, outside_tmp
 
-NOBODY = 65534
 SENTINELS = {
     ".ssh/id_ed25519": "sentinel-ssh-private-key",
     ".aws/credentials": "sentinel-aws-credentials",
@@ -49,7 +49,11 @@ class Machine:
     tilth_home: Path
     repo: Path
     env: dict[str, str]
-    prefix: list[str]
+    user: User
+
+    @property
+    def prefix(self) -> list[str]:
+        return self.user.prefix
 
     def tilth(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([*self.prefix, sys.executable, "-m", "tilth", *args], env={**self.env, **(env or {})},
@@ -70,8 +74,7 @@ class Machine:
         return path
 
     def own(self, path: Path) -> None:
-        if self.prefix:
-            subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(path)], check=True)
+        self.user.own(path)
 
     def git(self, *args: str) -> str:
         return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(self.repo), *args], check=True,
@@ -85,9 +88,10 @@ class Machine:
         return [json.loads(line) for line in text.splitlines()]
 
 
-@pytest.fixture(params=["root", "unprivileged"])
+@pytest.fixture(params=USERS)
 def machine(request) -> Machine:
-    base = Path(tempfile.mkdtemp(prefix="tilth-machine-", dir="/var/tmp"))
+    user = User(request.param)
+    base = outside_tmp("tilth-machine-")
     user_home, tilth_home = base / "home", base / "home" / ".tilth"
     for name, text in SENTINELS.items():
         (user_home / name).parent.mkdir(parents=True, exist_ok=True)
@@ -97,13 +101,10 @@ def machine(request) -> Machine:
     (tilth_home / "worktrees" / "other").mkdir(parents=True)
     (tilth_home / "worktrees" / "other" / "notes.txt").write_text("sentinel-other-worktree\n")
     repo = make_repo(base / "repo")
-    prefix = []
-    if request.param == "unprivileged":
-        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(base)], check=True)
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    user.own(base)
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(user_home), "TILTH_HOME": str(tilth_home),
            "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV}
-    yield Machine(base, user_home, tilth_home, repo, env, prefix)
+    yield Machine(base, user_home, tilth_home, repo, env, user)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -310,7 +311,7 @@ def test_a_tilth_home_outside_the_users_home_and_the_hosts_tmp_are_hidden(machin
     (host_tmp / "note.txt").chmod(0o644)
     planted = host_tmp.with_name(host_tmp.name + "-planted")
     machine = Machine(machine.base, machine.user_home, home, machine.repo, {**machine.env, "TILTH_HOME": str(home)},
-                      machine.prefix)
+                      machine.user)
     leak = (f"cat {home}/sessions/s1/prd.json {home}/sessions/s1/session.json {home}/memory/*.md "
             f"{home}/worktrees/other/notes.txt {host_tmp}/note.txt > leak.txt 2>&1; "
             f"ls -a {home} /tmp >> leak.txt 2>&1; touch {planted}; true")

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from conftest import git, task
-from dispatch_cluster import cluster  # noqa: F401 (the fixture)
+from dispatch_cluster import AS_ROOT_AND_UNPRIVILEGED, cluster  # noqa: F401 (the fixture)
 from supervised import wait_until
 
 THREE = [("T-1", ""), ("T-2", ""), ("T-3", "")]
@@ -71,6 +71,7 @@ def test_a_worker_killed_mid_task_hands_its_session_to_another_with_the_ledger_i
 
 @pytest.mark.redis
 @pytest.mark.timeout(120)
+@AS_ROOT_AND_UNPRIVILEGED
 def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
     client = redis.Redis.from_url(cluster.redis.url)
     client.set("tilth:lease:l1", "another-machine:1:abcd", px=120_000)
@@ -91,6 +92,7 @@ def test_a_worker_never_runs_a_session_whose_lease_is_held(cluster):
 
 @pytest.mark.redis
 @pytest.mark.timeout(120)
+@AS_ROOT_AND_UNPRIVILEGED
 def test_a_worker_that_lost_its_lease_pushes_nothing_more(cluster):
     cluster.extra["w1"] = "lease_s = 600\n"  # its renewals 200 s apart: only the check before each push can see it
     cluster.worker("w1")
@@ -188,6 +190,9 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
     prompts = [json.loads(line) for line in cluster.file("q", "prompts.jsonl").splitlines()]
     retry = next(p["prompt"] for p in prompts if p["task"] == "T-1" and p["iter"] == 2 and p["role"] == "worker")
     assert "Answer: Drop v1; migrate both callers." in retry and "prefer small commits" in retry
+    events = [json.loads(line) for line in cluster.file("q", "events.jsonl").splitlines()]
+    assert [e["data"]["by"] for e in events if e["type"] == "task_answered"] == ["cli"], "who answered, relayed"
+    assert [e["data"]["by"] for e in events if e["type"] == "notes_taken"] == [["cli"]]
     assert redis.Redis.from_url(cluster.redis.url).llen("tilth:inbox:q") == 0, "trimmed once pushed"
 
 

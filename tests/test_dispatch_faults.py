@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from conftest import git
-from dispatch_cluster import Cluster, cluster  # noqa: F401 (the fixture)
+from dispatch_cluster import AS_ROOT_AND_UNPRIVILEGED, Cluster, cluster  # noqa: F401 (the fixture)
 from supervised import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -31,6 +31,7 @@ def log_of(cluster, name: str) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
+@AS_ROOT_AND_UNPRIVILEGED
 @pytest.mark.timeout(240)
 def test_a_lease_that_lapses_under_sigstop_moves_the_session_on_within_the_lease(cluster):
     cluster.worker("w1")
@@ -58,6 +59,7 @@ def paused(cluster, name: str) -> list[int]:
     return [int(pid) for pid in re.findall(r"paused at before_push pid=(\d+)", log_of(cluster, name))]
 
 
+@AS_ROOT_AND_UNPRIVILEGED
 @pytest.mark.timeout(300)
 def test_a_frozen_push_landing_after_a_takeover_leaves_the_session_owned_and_is_never_overwritten(cluster):
     for name in ("w1", "w2"):

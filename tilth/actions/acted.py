@@ -9,11 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from tilth.core.errors import BadInput
+from tilth.store.actors import ACTORS
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths, check_session_id, session_paths
-
-ACTORS = ("cli", "dashboard")
-"""Who acts: `tilth` on a terminal, or the dashboard."""
 
 document(
     {

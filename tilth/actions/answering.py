@@ -57,7 +57,7 @@ def answer_question(home: Path, session_id: str, text: str, *, by: str = "cli", 
     if asked is None:
         raise BadInput(f"task {chosen.id} is parked but its question was not recorded; run `tilth doctor {paths.id}`")
     again = asked.answer is not None
-    answer_id = record_answer(paths.dir, chosen.id, asked.iter, text)
+    answer_id = record_answer(paths.dir, chosen.id, asked.iter, text, by=by)
     events = [record_act(paths, "answer", by, chosen.id, note=answer_id)]
     lock = SessionLock(paths.lock, paths.id, role="cli")
     if not lock.try_acquire():

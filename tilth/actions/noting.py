@@ -36,7 +36,7 @@ def leave_note(home: Path, session_id: str, text: str, *, by: str = "cli", task:
     paths, _ = changeable(home, session_id)
     if task and task not in {t.id for t in peek_plan(paths.prd)}:
         raise BadInput(f"session {paths.id} has no task {task!r}; see `tilth status {paths.id}`")
-    note = add_note(paths.dir, text, task)
+    note = add_note(paths.dir, text, task, by=by)
     event = record_act(paths, "note", by, task, note=note.id)
     scope = f"task {note.task}" if note.task else "every later task"
     return Acted(paths.id, f"note {note.id} for session {paths.id} ({scope}): the runner takes it at the next task "

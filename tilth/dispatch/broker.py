@@ -6,8 +6,9 @@
     tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed
     tilth:stop:<id>          STRING  a person asked the session to stop (`tilth stop` from any machine)
     tilth:inbox:<id>         LIST    answers and notes left from any machine (`tilth answer/note`), JSON
-                                     {kind, id, task, text}; the worker writes them into the session's
-                                     files and trims them once a push carried them
+                                     {kind, id, task, text, by}; the worker writes them into the session's
+                                     files (`by` kept only as cli or dashboard, else unknown) and trims
+                                     them once a push carried them
 
 The lease, not a local file lock, keeps two workers off one session: it is taken with SET NX PX
 and renewed or released only by its holder (compare-and-act in one Lua call).

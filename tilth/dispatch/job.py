@@ -36,6 +36,7 @@ from tilth.git.gitcli import GitFailed
 from tilth.git.carry import (PushRefused, SnapshotRefused, apply_patch, check_out, clone_lock, ensure_clone,
                              fetch_session, push_session, remove_checkout, staged_patch)
 from tilth.run.session_run import run_session
+from tilth.store.actors import known_actor
 from tilth.store.answers import last_question, record_answer
 from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
 from tilth.store.inbox import add_note
@@ -137,7 +138,8 @@ def take_over(session_id: str, remote: str, settings: Settings, secret: bytes | 
 
 def relay_inbox(broker: Broker, paths: SessionPaths) -> int:
     """Answers and notes left in the broker from other machines, written into the session's files
-    (each once, by its id); how many items of the broker's list they were. Trimmed from the
+    (each once, by its id, with who left it: cli, dashboard, or unknown for any other `by`); how many
+    items of the broker's list they were. Trimmed from the
     broker only after a push carried them, so a worker that dies first loses none."""
     items = broker.inbox(paths.id)
     try:
@@ -151,12 +153,13 @@ def relay_inbox(broker: Broker, paths: SessionPaths) -> int:
         if task is not None and task not in planned:  # a task id is never made a path unless the plan has it
             log.warning("session %s: dropped a broker %s for unknown task %r", paths.id, item.get("kind"), task)
             continue
+        by = known_actor(item.get("by"))  # who, as a label: any other value is recorded as unknown
         if item.get("kind") == "note":
-            add_note(paths.dir, text, task if isinstance(task, str) else None, str(item.get("id")))
+            add_note(paths.dir, text, task if isinstance(task, str) else None, str(item.get("id")), by=by)
         elif item.get("kind") == "answer" and isinstance(task, str):
             asked = last_question(paths.dir, task)
             if asked is not None:
-                record_answer(paths.dir, task, asked.iter, text, str(item.get("id")))
+                record_answer(paths.dir, task, asked.iter, text, str(item.get("id")), by=by)
     return len(items)
 
 

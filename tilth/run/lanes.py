@@ -219,7 +219,7 @@ class Scheduler:
         log.emit("lane_started", task.id, start=start, redo=redo)
         lane_partials.restore(ws, repo, task, start, log)
         if notes := take_unread(ws.paths.dir):
-            log.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
+            log.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes], by=[n.by for n in notes])
         record = dataclasses.replace(ws.record, worktree=str(path), branch=lane_branch(ws.record.id, task.id))
         git_dir = lane_git_dir(ws.record.repo, ws.record.id, task.id)
         confinement = replace(session_confinement(record.sandbox or "off", ws.paths, record, run.settings),

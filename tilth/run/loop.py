@@ -44,7 +44,9 @@ document(
                              "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
                              "data: attempts, limit", "attempts limit"),
         "notes_taken": ("at a task boundary the runner took the notes left with `tilth note` since the last one; "
-                        "data: count, ids (they reach every later prompt they apply to)", "count ids"),
+                        "data: count, ids (they reach every later prompt they apply to), by (who left each, in "
+                        "the order of ids: cli|dashboard, unknown for a note through the broker whose `by` is "
+                        "none of these, null when its line does not say)", "count ids by"),
         "learnings_proposed": ("the self-improvement step ran; data: count (0 when nothing durable), error",
                                "count error"),
         "worker_done": ("the worker returned; data: made_case, failed (why its agent process failed, when it did), "
@@ -101,7 +103,8 @@ def run_task(run: Run, task: Task) -> str:
     set_status(run.ws.paths.prd, task.id, TaskStatus.in_progress)
     run.ws.events.emit("task_started", task.id)
     if notes := take_unread(run.ws.paths.dir):
-        run.ws.events.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes])
+        run.ws.events.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes],
+                           by=[n.by for n in notes])
     lane_partials.restore_in_turn(run.ws, task)  # what a parallel run's interrupted lane left
     outcome, entry = attempt(run, task)
     sha = commit_done(run.ws, task, entry, restage=False) if outcome == "done" else \

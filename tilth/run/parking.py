@@ -41,7 +41,8 @@ def take_answers(ws: Workspace, unwind: bool = True) -> list[str]:
         set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
         asked = last_question(ws.paths.dir, task.id)
         ws.events.emit("task_answered", task.id, asked.iter if asked else None,
-                       question=asked.question if asked else "", by="runner")
+                       question=asked.question if asked else "", by=asked.answered_by if asked and
+                       asked.answered_by else "runner")
     head = read_task_commit(ws.repo.head.peel()) if unwind else None
     if head is not None and head.parked and is_answered(ws.paths.dir, head.task_id) \
             and any(t.id == head.task_id and t.status in (TaskStatus.pending, TaskStatus.parked) for t in plan):

@@ -3,7 +3,7 @@
 One flushed JSONL line per event, oldest first:
 
     {"kind": "question", "iter": 3, "asked_by": "worker"|"evaluator", "question": "...", "context": "...", "at": ...}
-    {"kind": "answer", "iter": 3, "text": "...", "at": ..., "id": ...}
+    {"kind": "answer", "iter": 3, "text": "...", "at": ..., "id": ..., "by": "cli"|"dashboard"|"unknown"}
 
 `iter` is the ledger iteration that asked; an answer names the question it answers by it. A task
 is parked on its last question; that question is answered once an answer line with the same
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilth.core.clock import iso
+from tilth.store.actors import known_actor
 from tilth.store.events import document
 from tilth.store.jsonio import append_jsonl, read_jsonl
 
@@ -26,9 +27,10 @@ document(
     {
         "task_answered": ("a parked task's question has an answer (`tilth answer`): the task is pending again "
                           "and its attempts start over (a PARKED placeholder at HEAD is then soft-unwound, "
-                          "`placeholder_unwound`); data: question, by (cli|dashboard: the person's answer while no "
-                          "runner held the session, `answer` in journals before tilth/actions; runner: at a task "
-                          "boundary)", "question by"),
+                          "`placeholder_unwound`); data: question, by (who answered: cli|dashboard, also when a "
+                          "runner or a dispatched session's worker takes the answer at a task boundary; unknown: "
+                          "an answer through the broker whose `by` is none of these; runner: an answer recorded "
+                          "without who gave it; `answer` in journals before tilth/actions)", "question by"),
     }
 )
 
@@ -45,6 +47,8 @@ class Asked:
     answer: str | None = None
     """The person's answer (the last one given for this question), None while open."""
     answered_at: str | None = None
+    answered_by: str | None = None
+    """Who gave that answer (`store/actors`: cli, dashboard or unknown), None when its line does not say."""
 
 
 def answers_dir(session_dir: Path) -> Path:
@@ -67,7 +71,8 @@ def exchanges(session_dir: Path, task_id: str) -> list[Asked]:
                              str(row.get("at") or ""))
         elif row.get("kind") == "answer" and isinstance(row.get("text"), str) and n in asked:
             q = asked[n]
-            asked[n] = Asked(q.iter, q.asked_by, q.question, q.context, q.at, row["text"], str(row.get("at") or ""))
+            asked[n] = Asked(q.iter, q.asked_by, q.question, q.context, q.at, row["text"], str(row.get("at") or ""),
+                             known_actor(row["by"]) if "by" in row else None)
     return list(asked.values())
 
 
@@ -86,14 +91,17 @@ def record_question(session_dir: Path, task_id: str, iteration: int, asked_by: s
                                                       "question": question, "context": context, "at": iso()})
 
 
-def record_answer(session_dir: Path, task_id: str, iteration: int, text: str, answer_id: str | None = None) -> str:
-    """`answer_id` given (an answer relayed through the broker): written once, however often relayed."""
+def record_answer(session_dir: Path, task_id: str, iteration: int, text: str, answer_id: str | None = None,
+                  by: str | None = None) -> str:
+    """`answer_id` given (an answer relayed through the broker): written once, however often relayed.
+    `by`: who answered (kept as `known_actor` reads it)."""
     if answer_id is not None and any(row.get("id") == answer_id for row in read_jsonl(answers_path(session_dir, task_id))):
         return answer_id
     answers_dir(session_dir).mkdir(exist_ok=True)
     answer_id = answer_id or secrets.token_hex(4)
     append_jsonl(answers_path(session_dir, task_id), {"kind": "answer", "iter": iteration,
-                                                      "text": text[:MAX_ANSWER_CHARS], "at": iso(), "id": answer_id})
+                                                      "text": text[:MAX_ANSWER_CHARS], "at": iso(), "id": answer_id,
+                                                      **({} if by is None else {"by": known_actor(by)})})
     return answer_id
 
 

@@ -30,7 +30,16 @@ TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound",
               "question_parked"}
 ANSWERED_BY = {"answer": " (tilth answer)", "cli": " (tilth answer)", "dashboard": " (answered on the dashboard)"}
 """Who answered a parked task (`task_answered`'s `by`; `answer` in journals written before tilth/actions)."""
+NOTED_BY = {None: "with `tilth note`", "cli": "with `tilth note`", "dashboard": "on the dashboard"}
+"""Where the notes a runner took were left (`notes_taken`'s `by`, one per note; none before it was recorded)."""
 STRING_FIELD = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)')
+
+
+def _notes_taken(d: dict[str, Any]) -> str:
+    by = d.get("by") if isinstance(d.get("by"), list) else [None]
+    where = dict.fromkeys(NOTED_BY.get(b, "by someone unknown") if isinstance(b, (str, type(None))) else
+                          "by someone unknown" for b in by or [None])
+    return f"took {plural(d.get('count') or 0, 'note')} left {' and '.join(where)}"
 
 
 def _arguments(raw: str) -> dict[str, str]:
@@ -129,7 +138,7 @@ class Readable:
             "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
                                         + ("; waiting here" if d.get("in_process") else "; the supervisor resumes it"),
             "pause_over": lambda d: "pause over; going on",
-            "notes_taken": lambda d: f"took {plural(d.get('count') or 0, 'note')} left with `tilth note`",
+            "notes_taken": _notes_taken,
             "notify_sent": lambda d: f"notified ({d.get('trigger')})",
             "notify_failed": lambda d: f"notification failed ({d.get('trigger')}): {short(d.get('error'))}",
             "memory_restored": lambda d: f"daily memory line restored for commit {_sha(d)}"
