@@ -197,6 +197,31 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
 
 
 @pytest.mark.slow
+@pytest.mark.redis
+def test_an_answered_dispatched_task_parked_at_the_tip_is_retried_on_top_of_its_placeholder(cluster):
+    """The PARKED placeholder is the branch's last commit: the retry builds on it (a dispatched
+    branch only moves forward), so the push after it lands instead of being refused for ever."""
+    cluster.worker("w1")
+    plan = cluster.root / "t-prd.json"
+    plan.write_text(json.dumps([task("T-1")]))
+    scenario = cluster.root / "t-scenario.json"
+    scenario.write_text(json.dumps({"tasks": {"T-1": [
+        {"write": {"half.txt": "half\n"}, "needs_human": {"question": "Keep v1?", "context": "two callers"}},
+        {"write": {"whole.txt": "whole\n"}}]}}))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "t", "--backend", "scripted",
+                            "--scenario", str(scenario))
+    assert started.returncode == 0, started.stderr
+    assert cluster.wait("t").returncode == 5
+    answered = cluster.tilth("h9", "answer", "t", "T-1", "Drop v1.")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    ended = cluster.wait("t", timeout=90)
+    assert ended.returncode == 0, ended.stdout + ended.stderr
+    assert cluster.commits("t") == [("T-1", "parked"), ("T-1", "")]
+    assert git(cluster.remote, "show", "session/t:half.txt") == "half\n", "the placeholder's edits kept"
+    assert git(cluster.remote, "show", "session/t:whole.txt") == "whole\n"
+
+
+@pytest.mark.slow
 def test_dispatch_without_a_broker_is_refused_in_one_line(tmp_path, sandbox):
     plain = sandbox.tilth("worker")
     assert plain.returncode == 2 and "needs a [dispatch] section" in plain.stderr

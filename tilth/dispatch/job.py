@@ -239,7 +239,7 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
     broker.set_state(paths.id, {"state": "running", "worker": holding.token, "pid": os.getpid()})
     code = 3
     try:
-        code = run_session(paths, settings, holding.flag.install(), resume=resume, echo=echo)
+        code = run_session(paths, settings, holding.flag.install(), resume=resume, echo=echo, forward_only=True)
     except TilthError as exc:
         log.warning("session %s: %s", paths.id, exc)
     finally:

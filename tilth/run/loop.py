@@ -79,6 +79,9 @@ class Run:
     """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
     baseline: Baseline | None = None
     """The checks and verify commands on the base commit (`run/base_checks.py`)."""
+    unwind: bool = True
+    """False when the branch only moves forward (parallel lanes, a dispatched run): an answered
+    task's PARKED placeholder at the tip stays, and its retry starts on top of it."""
 
 
 def in_turn(run: Run, lock: SessionLock) -> bool:
@@ -93,7 +96,7 @@ def in_turn(run: Run, lock: SessionLock) -> bool:
 def pick_next(run: Run) -> Task | None:
     run.stop.check()
     run.caps.check()
-    take_answers(run.ws)
+    take_answers(run.ws, unwind=run.unwind)
     return next_pending(load_current_plan(run.ws.paths.prd))
 
 

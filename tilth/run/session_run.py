@@ -64,11 +64,14 @@ EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, EXIT_WAITING = 0, 1, 3, 5
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
-                echo: Callable[[dict], None] | None = None, expect_queued: bool = False) -> int:
+                echo: Callable[[dict], None] | None = None, expect_queued: bool = False,
+                forward_only: bool = False) -> int:
     """Run the session to its end with its recorded settings (`settings` gives the keys and
     anything the session did not record). `expect_queued` (a supervisor's child): do nothing
     unless the session is still queued once the lock is held, so a `tilth stop` racing the
-    spawn wins."""
+    spawn wins. `forward_only` (a dispatched run, whose every push must build on the last): the
+    branch never moves back, so an answered PARKED or a FAILED placeholder at its tip stays and
+    the retry starts on top of it."""
     register_secret(settings.api_key)
     register_secret(settings.evaluator_api_key)
     scan_for_secrets()
@@ -83,7 +86,7 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
         register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
         try:
             keep_reserve(paths)
-            run = prepare(paths, settings, stop, resume, EventLog(paths.events, echo))
+            run = prepare(paths, settings, stop, resume, EventLog(paths.events, echo), forward_only)
         except BaseException as exc:
             if (stopped := stop_reason(exc, paths)) is None:
                 raise
@@ -121,7 +124,8 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
     return resolved
 
 
-def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
+def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog,
+            forward_only: bool = False) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
     rollup = keep_rollup(events)
@@ -131,7 +135,8 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     clear_lanes(ws)
-    reconcile(ws, unwind_failed=resume, unwind_head=settings.parallel_tasks == 1)
+    unwind = settings.parallel_tasks == 1 and not forward_only
+    reconcile(ws, unwind_failed=resume, unwind_head=unwind)
     set_state(paths, SessionState.running, pid=os.getpid())
     record_transcript(paths, record, backend.label, events)
     session_notices.watch(paths, settings.notify, events, not settings.stop_on_failure)
@@ -140,7 +145,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
     baseline = ensure_baseline(paths, record, ws.repo, settings, events, sandbox)
     return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
-               sandbox, hooks, baseline=baseline)
+               sandbox, hooks, baseline=baseline, unwind=unwind)
 
 
 def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
