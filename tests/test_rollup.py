@@ -19,7 +19,8 @@ from tilth.store.events import EventLog, read_events
 from tilth.store.jsonio import append_line
 from tilth.store.prompts import append_prompt, prompt_of
 from tilth.store.rollup import fingerprint, keep_rollup, load_rollup, read_saved, rebuild, save_rollup
-from tilth.views.readable import Readable, verdict_label
+from tilth.views.figures import verdict_label
+from tilth.views.readable import Readable
 from tilth.views.reasons import task_failure, verdict_words
 from tilth.views.status_data import activity
 from tilth.views.tally import running_seconds

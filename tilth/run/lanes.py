@@ -1,15 +1,14 @@
-"""Parallel tasks (`parallel_tasks` > 1, `--parallel N`): the ready tasks of the plan run at once,
-each in a lane of its own: a worktree and branch made from the session head (`git/lane_worktrees.py`),
-confined like the session's worktree, with the same attempts as in turn (worker -> the harness's
-proof -> evaluator -> ledger). Each lane's outcome lands through the merge queue
-(`run/merge_queue.py`) in this, the runner's main thread, one at a time.
+"""The lane scheduler of parallel tasks (`parallel_tasks` > 1, `--parallel N`): the ready tasks of
+the plan run at once, each in a lane of its own (what one lane does, its worktree from the session
+head, its attempts in a thread, its endings: `run/lane_work.py`), and each lane's outcome lands
+through the merge queue (`run/merge_queue.py`) in this, the runner's main thread, one at a time.
 
 A task is ready when it is pending and every task in its `depends_on` is done (its commit on the
 session branch); two tasks whose `files` globs overlap never run at once. A task whose change
 could not land (a conflict, or checks that fail only on the merged tree) runs again on the new
 head with what went wrong in its context; if that fails too it runs alone; then it parks with a
 question. Caps, the stop flag and the meter are the session's, shared by every lane; so are the
-journal (each event carries its lane) and prd.json (written only here). Lanes across all sessions
+journal (each event carries its lane) and prd.json (written only from the main thread). Lanes across all sessions
 of a `$TILTH_HOME` hold one of `max_agent_lanes` slots (a flock each); free disk is checked before
 a worktree is made. No lane outlives the run: a stop, a cap or a crash waits for the lanes to end
 their attempt, keeps each one's work for its task's next lane (`run/lane_partials.py`), removes their
@@ -19,46 +18,31 @@ all lanes run, so an answered task gets a lane while the others go on."""
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from contextlib import suppress
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from tilth.agents.confinement import session_confinement
-from tilth.agents.hooks import Hooks, hook_dirs
-from tilth.core.clock import iso
-from tilth.core.faults import checkpoint
 from tilth.core.errors import DiskFull, StopRequested
-from tilth.git.commits import done_message
-from tilth.git.gitops import commit_staged, open_worktree
+from tilth.git.gitops import open_worktree
 from tilth.git.worktree_git import session_git_dir
-from tilth.git.lane_worktrees import (drop_lane, lane_branch, lane_git_dir, make_lane, open_lane, remove_lanes_root,
-                                      reset_to)
+from tilth.git.lane_worktrees import remove_lanes_root, reset_to
 from tilth.run.context import Sources
 from tilth.run.lane_limits import Slots, overlaps
-from tilth.run import lane_partials
-from tilth.run.merge_queue import LaneLog, LaneResult, Landing, land, note_refusal
-from tilth.run.outcomes import Workspace, commit_parked, guard_branch, stage
+from tilth.run import lane_partials, lane_work
+from tilth.run.lane_work import Lane
+from tilth.run.merge_queue import Landing, land, note_refusal
 from tilth.run.parking import take_answers
 from tilth.run.pausing import Paused
 from tilth.store.events import document
-from tilth.store.inbox import take_unread
 from tilth.store.lane_board import read_board, write_board
-from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
 from tilth.store.prd import Task, TaskStatus, load_current_plan, set_status
 
 document(
     {
-        "lane_started": ("a task began in a lane of its own; data: lane, start (the session head its worktree was made "
-                        "from: it holds every commit the task depends on), redo (0, 1: again on a newer head, 2: alone)", "start redo"),
-        "lane_ended": ("a lane's worktree and branch were removed; data: lane, outcome (done|failed|parked|merge_conflict|"
-                      "merge_checks_failed|stopped), seconds (from the lane's start to its landing)", "outcome seconds"),
-        "lane_requeued": ("a lane stopped before its task ended (a stop, a cap, a crash elsewhere): the task is pending "
-                         "again and its lane removed; data: lane, why", "why"),
         "lane_waiting": ("a ready task could not start a lane; data: why (disk: less than lane_min_free_mb free; "
                         "ceiling: max_agent_lanes lanes run in this TILTH_HOME)", "why free_mb"),
         "parallel_summary": ("the lanes of a run ended; data: lanes, wall_s (first lane start to last landing), "
@@ -73,19 +57,6 @@ POLL_S = 0.5
 
 REDO_LIMIT = 2
 """Refused landings a task may have: again on the new head, then alone; the next one parks it."""
-
-
-@dataclass
-class Lane:
-    number: int
-    task: Task
-    start: str
-    redo: int
-    began: float
-    future: Future = field(default_factory=Future)
-    since: str = field(default_factory=iso)
-    log: LaneLog | None = None
-    slot: IO[str] | None = None
 
 
 @dataclass
@@ -212,40 +183,13 @@ class Scheduler:
         ws = run.ws
         number = min(set(range(1, self.width + 1)) - {lane.number for lane in self.lanes.values()})
         start, redo = ws.tip, self.redos.get(task.id, 0)
-        path, repo = make_lane(ws.record.repo, ws.paths.home, ws.record.id, task.id, start)
-        log = LaneLog(ws.events, number)
-        set_status(ws.paths.prd, task.id, TaskStatus.in_progress)
-        log.emit("task_started", task.id, start=start)
-        log.emit("lane_started", task.id, start=start, redo=redo)
-        lane_partials.restore(ws, repo, task, start, log)
-        if notes := take_unread(ws.paths.dir):
-            log.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes], by=[n.by for n in notes])
-        record = dataclasses.replace(ws.record, worktree=str(path), branch=lane_branch(ws.record.id, task.id))
-        git_dir = lane_git_dir(ws.record.repo, ws.record.id, task.id)
-        confinement = replace(session_confinement(record.sandbox or "off", ws.paths, record, run.settings),
-                              git_dir=git_dir)
-        lane_run = replace(run, ws=Workspace(ws.paths, record, repo, log, tip=start),
-                           sources=Sources(ws.paths, repo, run.settings, log), sandbox=confinement,
-                           hooks=Hooks(hook_dirs(ws.paths.home), path, log, ws.record.id, git_dir))
+        lane_run, log = lane_work.begin(run, task, number, start, redo)
         now = time.monotonic()
         self.tally.began = self.tally.began if self.tally.began is not None else now
         lane = Lane(number, task, start, redo, now, slot=slot, log=log)
-        lane.future = self.pool.submit(self.work, lane_run, task, start)
+        lane.future = self.pool.submit(lane_work.work, self.attempt, lane_run, task, start)
         self.lanes[task.id] = lane
         self.show()
-
-    def work(self, lane_run: Any, task: Task, start: str) -> LaneResult:
-        """In the lane's thread: the attempts, then the lane's one commit on its own branch."""
-        outcome, entry = self.attempt(lane_run, task)
-        ws = lane_run.ws
-        if outcome == "done":
-            guard_branch(ws, task.id, entry.iter)  # the accepted diff is staged
-        else:
-            stage(ws, task, entry.iter)  # a placeholder keeps the partial work
-        summary = entry.case.summary if entry.case else ""
-        commit = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, entry.iter), ws.tip)
-        checkpoint("lane_committed", task.id)
-        return LaneResult(outcome, entry, commit, start)
 
     def finish(self, lane: Lane) -> None:
         """A lane's thread ended: land its outcome, or requeue its task, then remove the lane."""
@@ -301,42 +245,20 @@ class Scheduler:
         self.park(lane, landing, seconds)
 
     def park(self, lane: Lane, landing: Landing, seconds: float) -> None:
-        ws, task = self.run.ws, lane.task
-        iteration = len(read_entries(ws.paths.ledger_dir, task.id)) + 1
-        question = (f"{task.id}'s change was accepted {REDO_LIMIT + 1} times but could not land on the session "
-                    f"branch ({landing.refused}: {', '.join(landing.what[:10])}). How should it fit with the "
-                    "other tasks' work?")
-        entry = LedgerEntry(iter=iteration, diff_summary="(did not land)", case=None,
-                            verdict=Verdict(verdict="needs_human", category=landing.refused, question=question,
-                                            concern=question))
-        append_entry(ws.paths.ledger_dir, task.id, entry)
-        sha = commit_parked(replace(ws, events=LaneLog(ws.events, lane.number)), task, entry)
-        ws.tip = sha
+        iteration, sha = lane_work.park(self.run.ws, lane, landing, REDO_LIMIT + 1)
         self.remove(lane, "parked", seconds)
-        self.later_done.append(self.later.submit(self.after_task, self.after_run, task, "parked", iteration, sha))
+        self.later_done.append(self.later.submit(self.after_task, self.after_run, lane.task, "parked", iteration, sha))
 
     def requeue(self, lane: Lane, why: str, wait_for: bool = False) -> None:
-        if wait_for:
-            try:
-                lane.future.result()
-            except BaseException:  # noqa: B036 - the first failure is already the run's
-                pass
-        ws = self.run.ws
-        log = LaneLog(ws.events, lane.number)
-        if (repo := open_lane(ws.record.repo, ws.paths.home, ws.record.id, lane.task.id)) is not None:
-            lane_partials.keep(ws, repo, lane.task.id, lane.start, why, log)
-        set_status(ws.paths.prd, lane.task.id, TaskStatus.pending)
-        log.emit("lane_requeued", lane.task.id, why=why)
+        lane_work.requeue(self.run.ws, lane, why, wait_for)
         self.remove(lane, "stopped", time.monotonic() - lane.began)
 
     def remove(self, lane: Lane, outcome: str, seconds: float) -> None:
         ws = self.run.ws
-        drop_lane(ws.record.repo, ws.paths.home, ws.record.id, lane.task.id)
-        if lane.slot is not None:
-            lane.slot.close()
+        lane_work.close(ws, lane)
         del self.lanes[lane.task.id]
         self.show()
-        LaneLog(ws.events, lane.number).emit("lane_ended", lane.task.id, outcome=outcome, seconds=round(seconds, 3))
+        lane_work.ended(ws, lane, outcome, seconds)
 
     def show(self) -> None:
         """lanes.json: the lanes running now, for `tilth status`."""

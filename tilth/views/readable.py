@@ -5,7 +5,9 @@ when a pre_tool hook refused it, the hook's reason on the same line), each check
 or fail, each verdict, each commit. Bookkeeping (context channels loaded, successful HTTP
 attempts, token accounting, hooks that let a call through) is folded out of the default
 view; `Readable(everything=True)` gives every event a line. Events this module has no
-wording for get a compact `type: key=value` line, so nothing new is ever invisible.
+wording for get a compact `type: key=value` line, so nothing new is ever invisible. The phrases
+the longer lines are made of (tool summaries, exit statuses, check outcomes) are
+`views/event_phrases.py`'s.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from typing import Any, Callable
 import orjson
 
 from tilth.store.redaction import redact_text
+from tilth.views.event_phrases import (agent_run_line, auto_resume_note, auto_resumed_line, baseline_line, check_line,
+                                       command_status, final_review_lines, learnings_line, scripted_line, short_sha,
+                                       tool_summary, verify_line)
 from tilth.views.figures import plural, short, verdict_label
 from tilth.views.reasons import session_end, task_failure
 
-ARGUMENT_CHARS = 100
-TOOL_ARGUMENTS = {"bash": ("command",), "read_file": ("path",), "write_file": ("path",), "edit_file": ("path",),
-                  "list_files": ("pattern",), "grep": ("pattern", "path"), "note_write": ("name",),
-                  "note_read": ("name",)}
 TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
               "task_requeued", "progress_restored", "learnings_proposed", "task_parked", "task_answered",
               "question_parked"}
@@ -32,7 +33,6 @@ ANSWERED_BY = {"answer": " (tilth answer)", "cli": " (tilth answer)", "dashboard
 """Who answered a parked task (`task_answered`'s `by`; `answer` in journals written before tilth/actions)."""
 NOTED_BY = {None: "with `tilth note`", "cli": "with `tilth note`", "dashboard": "on the dashboard"}
 """Where the notes a runner took were left (`notes_taken`'s `by`, one per note; none before it was recorded)."""
-STRING_FIELD = re.compile(r'"(\w+)"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
 def _notes_taken(d: dict[str, Any]) -> str:
@@ -40,34 +40,6 @@ def _notes_taken(d: dict[str, Any]) -> str:
     where = dict.fromkeys(NOTED_BY.get(b, "by someone unknown") if isinstance(b, (str, type(None))) else
                           "by someone unknown" for b in by or [None])
     return f"took {plural(d.get('count') or 0, 'note')} left {' and '.join(where)}"
-
-
-def _arguments(raw: str) -> dict[str, str]:
-    try:
-        parsed = orjson.loads(raw or "{}")
-        if isinstance(parsed, dict):
-            return {k: v if isinstance(v, str) else orjson.dumps(v).decode() for k, v in parsed.items()}
-    except orjson.JSONDecodeError:
-        pass
-    # The event keeps only the first 500 characters of the arguments, so a long call is no
-    # longer valid JSON; its leading string fields (the path, the command) are still readable.
-    found: dict[str, str] = {}
-    for key, value in STRING_FIELD.findall(raw or ""):
-        try:
-            found.setdefault(key, orjson.loads(f'"{value}"'))
-        except orjson.JSONDecodeError:
-            found.setdefault(key, value)
-    return found
-
-
-def tool_summary(name: str, raw_args: str) -> str:
-    """`bash: pytest -q`, `write_file hello.py`, `grep TODO src`."""
-    keys = TOOL_ARGUMENTS.get(name)
-    args = _arguments(raw_args)
-    detail = " ".join(args[k] for k in keys if args.get(k)) if keys else raw_args
-    if not detail or detail == "{}":
-        return name
-    return f"{name}{': ' if name == 'bash' else ' '}{short(detail, ARGUMENT_CHARS)}"
 
 
 def _where(event: dict[str, Any]) -> str:
@@ -81,10 +53,6 @@ def _compact(event: dict[str, Any]) -> str:
     fields = " ".join(f"{k}={short(v if isinstance(v, str) else orjson.dumps(v).decode(), 60)}"
                       for k, v in event["data"].items())
     return f"{event['type']}: {fields}" if fields else event["type"]
-
-
-def _sha(data: dict[str, Any], key: str = "sha") -> str:
-    return str(data.get(key) or "?")[:7]
 
 
 class Readable:
@@ -101,13 +69,13 @@ class Readable:
         self.verdicts: dict[str, tuple[int, Any, Any]] = {}
         """Each task's last verdict seen (attempt, category, concern): a FAILED line says why from it."""
         self.wording: dict[str, Callable[[dict[str, Any]], str | list[str] | None]] = {
-            "session_created": lambda d: f"created branch {d['branch']} from {_sha(d, 'base')}",
+            "session_created": lambda d: f"created branch {d['branch']} from {short_sha(d, 'base')}",
             "session_queued": lambda d: f"queued for the supervisor ({d.get('reason')})"
                                         + (f", to start at {d['start_at']}" if d.get("start_at") else ""),
             "session_crashed": lambda d: f"session crashed: {short(d.get('reason'))}"
                                          + (f" (exit {d['exit_code']})" if d.get("exit_code") is not None else "")
-                                         + _auto_resume(d),
-            "session_auto_resumed": _auto_resumed,
+                                         + auto_resume_note(d),
+            "session_auto_resumed": auto_resumed_line,
             "session_stopped": lambda d: "session stopped by `tilth stop`"
                                          + (f" --now (runner pid {d.get('pid')} killed)" if d.get("now") else ""),
             "session_started": lambda d: f"running with backend: {d['backend']}"
@@ -122,17 +90,17 @@ class Readable:
             "model_call": lambda d: None,
             "tool_call": self._tool,
             "hook_run": self._hook,
-            "checks_run": lambda d: [_check(r) for r in d.get("results", [])],
-            "verifies_run": lambda d: [_verify(r) for r in d.get("results", [])],
-            "baseline_recorded": _baseline,
+            "checks_run": lambda d: [check_line(r) for r in d.get("results", [])],
+            "verifies_run": lambda d: [verify_line(r) for r in d.get("results", [])],
+            "baseline_recorded": baseline_line,
             "baseline_skipped": lambda d: f"no baseline on the base commit ({short(d.get('reason'))}): "
                                           "every failing check blocks",
-            "final_review": _final_review,
-            "scripted_step": _scripted,
+            "final_review": final_review_lines,
+            "scripted_step": scripted_line,
             "worker_done": lambda d: None if d.get("made_case") else f"worker failed: {short(d['failed'])}"
                                      if d.get("failed") else f"worker asks a person: {short(d['asked'])}"
                                      if d.get("asked") else "worker ended its turn without making a case",
-            "agent_run": _agent_run,
+            "agent_run": agent_run_line,
             "agent_step": lambda d: f"{d.get('role')} {d.get('agent')} {d.get('kind')}"
                                     + (f" {d['name']}" if d.get("name") else "") + f": {short(d.get('text'))}",
             "session_paused": lambda d: f"paused until {d.get('until')} ({short(d.get('reason'))})"
@@ -141,16 +109,16 @@ class Readable:
             "notes_taken": _notes_taken,
             "notify_sent": lambda d: f"notified ({d.get('trigger')})",
             "notify_failed": lambda d: f"notification failed ({d.get('trigger')}): {short(d.get('error'))}",
-            "memory_restored": lambda d: f"daily memory line restored for commit {_sha(d)}"
+            "memory_restored": lambda d: f"daily memory line restored for commit {short_sha(d)}"
                                          + ("" if d.get("written") else " (it was already there)"),
             "verdict": lambda d: f"verdict: {verdict_label(d['verdict'], d.get('category'), d.get('concern'))}",
             "commit": lambda d: None,
             "failed_commit": lambda d: None,
-            "task_done": lambda d: f"done: commit {_sha(d)}",
-            "task_failed": lambda d: f"FAILED placeholder {_sha(d)}: {short(d['reason'])}",  # without its verdict
+            "task_done": lambda d: f"done: commit {short_sha(d)}",
+            "task_failed": lambda d: f"FAILED placeholder {short_sha(d)}: {short(d['reason'])}",  # without its verdict
             "parked_commit": lambda d: None,
-            "task_parked": lambda d: f"PARKED placeholder {_sha(d)}: waits for an answer to {short(d.get('question'))}",
-            "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {_sha(d)}",
+            "task_parked": lambda d: f"PARKED placeholder {short_sha(d)}: waits for an answer to {short(d.get('question'))}",
+            "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {short_sha(d)}",
             "task_answered": lambda d: "answered; pending again" + ANSWERED_BY.get(d.get("by"), ""),
             "task_stalled": lambda d: f"stalled: rejected {d.get('count')} times in a row for the same "
                                       f"{d.get('same')} ({d.get('category')}); it parks with a question",
@@ -158,10 +126,10 @@ class Readable:
                                           f"{d.get('limit')}): no more; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and "
                                           "resume to give it more",
             "question_repeated": lambda d: f"the {d.get('asked_by')} asked an answered question again: rejected",
-            "learnings_proposed": _learnings,
+            "learnings_proposed": learnings_line,
             "head_repaired": lambda d: f"HEAD said {d.get('was')}; pointed back at {d.get('branch')}",
-            "branch_repaired": lambda d: f"the branch had been moved (to {_sha(d, 'was')}); set back to "
-                                         f"{_sha(d, 'restored')}, files kept",
+            "branch_repaired": lambda d: f"the branch had been moved (to {short_sha(d, 'was')}); set back to "
+                                         f"{short_sha(d, 'restored')}, files kept",
             "worker_commits_folded": lambda d: f"folded {plural(len(d.get('shas') or []), 'commit')} the agent made "
                                                "into the task's changes",
             "nested_repo_skipped": lambda d: "left nested repositories out of the commit: "
@@ -170,11 +138,11 @@ class Readable:
                                          + short(", ".join(f"{f['path']}:{f['line']} ({f['kind']})" for f in d["found"])),
             "stale_git_locks_removed": lambda d: f"removed stale git locks: {short(', '.join(d['paths']))}",
             "stale_temp_files_removed": lambda d: f"removed half-written temp files: {short(', '.join(d['files']))}",
-            "progress_restored": lambda d: f"progress line restored from commit {_sha(d)}",
+            "progress_restored": lambda d: f"progress line restored from commit {short_sha(d)}",
             "status_reconciled": lambda d: "task statuses corrected from the branch: " + ", ".join(
                 f"{k} {v}" for k, v in d["changes"].items()) if d.get("changes") else None,
-            "placeholder_unwound": lambda d: f"unwound FAILED placeholder {_sha(d)}; retrying from its edits",
-            "accepted_committed": lambda d: f"recovered an accepted attempt: commit {_sha(d)}",
+            "placeholder_unwound": lambda d: f"unwound FAILED placeholder {short_sha(d)}; retrying from its edits",
+            "accepted_committed": lambda d: f"recovered an accepted attempt: commit {short_sha(d)}",
             "task_requeued": lambda d: "was interrupted; retrying with its edits kept",
             "cap_reached": lambda d: f"cap reached: {d['cap']} ({d['value']} >= {d['limit']})",
             "session_end": self._end,
@@ -213,7 +181,7 @@ class Readable:
             return text
         if (last := self.verdicts.get(event["task"])) is None:
             return text
-        return f"FAILED placeholder {_sha(data)}: {task_failure(*last)}"
+        return f"FAILED placeholder {short_sha(data)}: {task_failure(*last)}"
 
     def _end(self, data: dict[str, Any]) -> str:
         said = session_end(data["state"], data.get("reason"), data.get("by") or self.stop_by)
@@ -258,105 +226,13 @@ class Readable:
             self.refusals = []
         elif not data.get("ok"):
             line += " -> error"
-        elif (status := _command_status(data)) is not None:
+        elif (status := command_status(data)) is not None:
             line += f" -> {status}"
         return line
 
 
-EXIT_FOOTER = re.compile(r"\[exit code (-?\d+)\]\s*$")
-"""A bash result's last line (agents/tools/shell.bash_text), for journals written before `exit_code` was recorded."""
-
-
-def _command_status(data: dict[str, Any]) -> str | None:
-    """`exit 0`, `exit 2`, `stopped (timeout)` for a bash call that ran; None for other tools."""
-    if data.get("stopped"):
-        return f"stopped ({data['stopped']})"
-    if isinstance(data.get("exit_code"), int):
-        return f"exit {data['exit_code']}"
-    if data.get("name") == "bash" and (found := EXIT_FOOTER.search(str(data.get("result") or ""))):
-        return f"exit {found[1]}"
-    return None
-
-
 def _is_pre_tool(event: dict[str, Any]) -> bool:
     return event["type"] == "hook_run" and event["data"].get("point") == "pre_tool"
-
-
-def _check(result: dict[str, Any]) -> str:
-    return f"check {short(result.get('command'), ARGUMENT_CHARS)}: {_outcome(result.get('exit_code'))}"
-
-
-def _outcome(code: object) -> str:
-    return "pass" if code == 0 else "FAIL (timed out)" if code is None else f"FAIL (exit {code})"
-
-
-def _verify(result: dict[str, Any]) -> str:
-    return (f"verify {short(result.get('command'), ARGUMENT_CHARS)}: {_outcome(result.get('exit_code'))}"
-            f" ({short(result.get('criterion'), ARGUMENT_CHARS)})")
-
-
-def _baseline(data: dict[str, Any]) -> str:
-    checks, verifies = data.get("checks") or [], data.get("verifies") or []
-    failing = [short(c.get("command"), ARGUMENT_CHARS) for c in checks + verifies if c.get("exit_code") != 0]
-    return (f"baseline on the base commit {_sha(data, 'commit')}: {plural(len(checks), 'check')}, "
-            f"{plural(len(verifies), 'verify command')}; " + (f"already failing: {', '.join(failing)}" if failing else "all pass"))
-
-
-def _final_review(data: dict[str, Any]) -> list[str]:
-    if data.get("error"):
-        return [f"final review of {_sha(data, 'head')} not done: {short(data['error'])}"]
-    findings = data.get("findings") or []
-    head = f"final review of {_sha(data, 'head')}: " + (plural(len(findings), "finding") if findings else "no findings")
-    head += f" ({short(data['concern'])})" if data.get("concern") and not findings else ""
-    added = data.get("tasks_added") or []
-    head += f"; follow-up tasks added: {', '.join(added)}" if added else ""
-    return [head] + [f"  - {short(f)}" for f in findings]
-
-
-def _scripted(data: dict[str, Any]) -> str:
-    parts = [f"wrote {', '.join(data['written'])}"] if data.get("written") else []
-    parts += [f"deleted {', '.join(data['deleted'])}"] if data.get("deleted") else []
-    parts += [f"ran {short(c, ARGUMENT_CHARS)} (exit {code})"
-              for c, code in zip(data.get("commands") or [], data.get("exit_codes") or [])]
-    return "scripted step: " + ("; ".join(parts) or "no changes")
-
-
-def _agent_run(d: dict[str, Any]) -> str:
-    ending = f"stopped ({d['stopped']})" if d.get("stopped") else f"exit {d.get('exit_code')}"
-    answer = next((f", {kind} {d[kind]}" for kind in ("case", "verdict") if d.get(kind)), "")
-    limit = f", usage limit: {short((d.get('limit') or {}).get('message'))}" if d.get("limit") else ""
-    role = f"{d['role']} " if d.get("role") and d.get("role") != "worker" else ""
-    who = d.get("command") if d.get("agent") in (None, "command") else d["agent"]
-    return (f"{role}agent {who}: {ending}, {d.get('duration_ms', 0) / 1000:.1f}s"
-            f"{answer}{limit}; output in {d.get('log')}")
-
-
-def _auto_resume(data: dict[str, Any]) -> str:
-    """What the supervisor will do about a crash: `; auto-resume 2/3 at 12:00:03`, or that it gave up."""
-    outcome, done = data.get("auto_resume"), data.get("auto_resumes")
-    done = done if type(done) is int else 0
-    of = f"/{data['attempts']}" if type(data.get("attempts")) is int else ""
-    if outcome == "at":
-        at = str(data.get("auto_resume_at") or "")
-        return f"; auto-resume {done + 1}{of} at {at[11:19] if len(at) >= 19 else at or '?'}"
-    if outcome == "gave_up":
-        return f"; auto-resume gave up after {done} attempt{'' if done == 1 else 's'} (`tilth resume` continues it)"
-    return ""
-
-
-def _auto_resumed(data: dict[str, Any]) -> str:
-    """The supervisor resumed a crashed session by itself: which attempt of how many, after what wait."""
-    of = f"/{data['attempts']}" if type(data.get("attempts")) is int else ""
-    wait = data.get("backoff_s")
-    waited = f", after a {wait:g}s backoff" if type(wait) in (int, float) else ""
-    return f"auto-resumed ({data['attempt']}{of}{waited}): queued as `tilth resume` would"
-
-
-def _learnings(data: dict[str, Any]) -> str | None:
-    if data.get("error"):
-        return f"self-improvement step failed: {short(data['error'])}"
-    count = data.get("count") or 0
-    return f"proposed {count} learning{'' if count == 1 else 's'} (`tilth learnings`)" if count else None
 
 
 _foreground = Readable()

@@ -7,9 +7,10 @@ iterations, rejections and the last verdict from the ledger (labelled by
 `checks_run` events; tokens and cost from `model_call` events,
 summed by `store/calls.Totals` (calls with unknown usage make both totals lower bounds, shown as
 `1,234+ (3 calls with unknown usage)` and `≥ $0.0123`); a failure's reason from the FAILED
-placeholder's `Tilth-Reason`, else its progress line. Wall time is running time only: the
-sum of each run's span, `session_started` to its `session_end` (or, for a run that was killed,
-to its last event), so time spent stopped or crashed is not counted.
+placeholder's `Tilth-Reason`, else its progress line (the readings per task, criteria proofs
+included, are `views/evidence.py`'s). Wall time is running time only: the sum of each run's span,
+`session_started` to its `session_end` (or, for a run that was killed, to its last event), so
+time spent stopped or crashed is not counted.
 """
 
 from __future__ import annotations
@@ -27,47 +28,17 @@ from tilth.git.gitops import open_worktree
 from tilth.git.worktree_git import session_git_dir
 from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths
-from tilth.store.baseline import Baseline, load_baseline
 from tilth.store.calls import Totals
-from tilth.store.ledger import Verdict, VerifyResult, read_entries
-from tilth.store.prd import Criterion, blocked_by, load_plan
+from tilth.store.prd import blocked_by, load_plan
 from tilth.store.prd_rules import blocked_label
 from tilth.store.rollup import load_rollup
 from tilth.store.rollup_fold import OUTSIDE_RUN
-from tilth.store.progress import read_progress
 from tilth.store.session import load_session
 from tilth.views import figures
-from tilth.views.readable import verdict_label
+from tilth.views.evidence import (CriterionProof, failing_before, failure_reasons, last_checks, proofs,
+                                   read_baseline, stopped_by, verdicts)
+from tilth.views.figures import verdict_label
 from tilth.views.reasons import session_end, task_failure, verdict_words
-
-
-@dataclass(frozen=True)
-class CriterionProof:
-    """One acceptance criterion and what proved it on the task's last attempt."""
-
-    text: str
-    command: str | None
-    """Its verify command; None when it rests on the evaluator's judgement alone."""
-    exit_code: int | None = None
-    ran: bool = False
-    """The command ran on the last attempt (False: not yet, or that attempt was refused before it)."""
-    passed_at_base: bool = False
-    """It also exited 0 on the base commit, before any task: its pass proves nothing this session did."""
-
-    @property
-    def mark(self) -> str:
-        if self.command is None:
-            return "·"
-        return ("✓" if self.exit_code == 0 else "✗") if self.ran else "?"
-
-    @property
-    def status(self) -> str:
-        if self.command is None:
-            return "no command: the evaluator's judgement"
-        if not self.ran:
-            return f"`{self.command}` not run on the last attempt"
-        return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}") + (
-            " (it exited 0 on the base commit too: it proves nothing new)" if self.passed_at_base else "")
 
 
 @dataclass(frozen=True)
@@ -212,74 +183,6 @@ def _branch_commits(record, base: str) -> tuple[str | None, list[TaskCommit]]:
         return None, []
 
 
-def _failure_reasons(paths: SessionPaths) -> dict[str, str]:
-    return {line.task: line.outcome.removeprefix("failed:") for line in read_progress(paths.progress)
-            if line.outcome.startswith("failed:")}
-
-
-def _verdicts(paths: SessionPaths, task_id: str) -> tuple[int, Verdict | None, tuple[str, ...], list[VerifyResult]]:
-    """Attempts, the last verdict, the category of each rejection, the last attempt's verifies."""
-    entries = read_entries(paths.ledger_dir, task_id)
-    if not entries:
-        return 0, None, (), []
-    rejected = tuple(e.verdict.category if e.verdict.category not in ("", "none") else "unspecified"
-                     for e in entries if not e.verdict.accepted and e.verdict.verdict != "needs_human")
-    return len(entries), entries[-1].verdict, rejected, entries[-1].verifies
-
-
-def _stop_event(event: dict[str, Any]) -> bool:
-    """An event a stop writes, with `by` (`cli`, `dashboard`) when it knows who asked: the `acted`
-    event of a person's stop (written before the runner is signalled), `session_stopped`, `session_end`."""
-    data = event.get("data") or {}
-    return event["type"] in ("session_stopped", "session_end") or (event["type"] == "acted"
-                                                                   and data.get("action") == "stop")
-
-
-def _stopped_by(events: list[dict[str, Any]]) -> str | None:
-    """Who asked the last stop (`cli`, `dashboard`), when the stop's event says."""
-    for event in reversed(events):
-        if event["type"] == "session_started":
-            return None  # a stop before this run's start is not why it ended
-        by = (event.get("data") or {}).get("by") if _stop_event(event) else None
-        if isinstance(by, str) and by:
-            return by
-    return None
-
-
-def _proofs(criteria: list[Criterion], verifies: list[VerifyResult],
-            at_base: list[VerifyResult]) -> tuple[CriterionProof, ...]:
-    ran = {(v.criterion, v.command): v for v in verifies}
-    passed_before = {(v.criterion, v.command) for v in at_base if v.passed}
-    return tuple(CriterionProof(c.text, c.verify, ran[key].exit_code if (key := (c.text, c.verify)) in ran else None,
-                                key in ran, key in passed_before) for c in criteria)
-
-
-def _baseline(paths: SessionPaths) -> Baseline | None:
-    try:
-        return load_baseline(paths.dir)
-    except BadInput:
-        return None
-
-
-def _failing_before(baseline: Baseline | None) -> tuple[str, ...]:
-    if baseline is None:
-        return ()
-    return tuple(f"`{c.command}` ({'timed out' if c.exit_code is None else f'exit {c.exit_code}'}"
-                 + (f": {', '.join(c.failing_ids[:5])}" + (", ..." if len(c.failing_ids) > 5 else "")
-                    if c.failing_ids else "") + f" at {baseline.commit[:7]})" for c in baseline.failing_before)
-
-
-def _last_checks(events: list[dict[str, Any]]) -> dict[tuple[Any, Any], tuple[int, int]]:
-    """(passed, failed) of the last checks run of each (task, attempt)."""
-    last = {}
-    for event in events:
-        if event["type"] == "checks_run":
-            codes = [r.get("exit_code") for r in event["data"].get("results", [])]
-            last[(event.get("task"), event.get("iter"))] = (sum(code == 0 for code in codes),
-                                                             sum(code != 0 for code in codes))
-    return last
-
-
 def _calls_by_task(calls: list[dict[str, Any]]) -> dict[Any, list[dict[str, Any]]]:
     grouped: dict[Any, list[dict[str, Any]]] = {}
     for call in calls:
@@ -302,17 +205,17 @@ def tally(paths: SessionPaths) -> SessionTally:
     plan += [(c.task_id, c.title, "", ()) for c in commits.values() if c.task_id not in known]
 
     calls = [e for e in events if e.get("type") == "model_call"]
-    calls_of, checks_of = _calls_by_task(calls), _last_checks(events)
+    calls_of, checks_of = _calls_by_task(calls), last_checks(events)
     rolled = load_rollup(paths.events)
-    reasons = _failure_reasons(paths)
-    baseline = _baseline(paths)
+    reasons = failure_reasons(paths)
+    baseline = read_baseline(paths)
     tasks = []
     for task_id, title, status, depends_on in plan:
         commit = commits.get(task_id)
         outcome = ("parked" if commit.parked else "failed" if commit.failed else "done") if commit else status
         if commit and commit.parked and status in ("pending", "in_progress"):
             outcome = status  # answered: the task is being retried
-        iterations, last, rejections, verifies = _verdicts(paths, task_id)
+        iterations, last, rejections, verifies = verdicts(paths, task_id)
         verdict = verdict_label(last.verdict, last.category, last.concern, limit=10_000) if last else ""
         words = verdict_words(last.verdict, last.category, last.concern) if last else ""
         checks = checks_of.get((task_id, iterations)) if iterations else None
@@ -331,8 +234,8 @@ def tally(paths: SessionPaths) -> SessionTally:
             prompt_tokens=mine.prompt_tokens, cached_tokens=mine.cached_tokens,
             completion_tokens=mine.completion_tokens, cost_is_lower_bound=mine.unknown_usage_calls > 0,
             wall_s=rolled.tasks[task_id].wall_s if task_id in rolled.tasks else 0.0,
-            criteria=_proofs(criteria.get(task_id, []), verifies,
-                             baseline.verifies.get(task_id, []) if baseline is not None else []),
+            criteria=proofs(criteria.get(task_id, []), verifies,
+                            baseline.verifies.get(task_id, []) if baseline is not None else []),
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
     outcomes = {t.id: t.outcome for t in tasks}
@@ -346,9 +249,9 @@ def tally(paths: SessionPaths) -> SessionTally:
         unpriced_calls=total.unpriced_calls, wall_seconds=running_seconds(events),
         unknown_usage_calls=total.unknown_usage_calls, cost_is_lower_bound=total.cost_is_lower_bound,
         runs=sum(e["type"] == "session_started" for e in events),
-        reason=session_end(record.state.value, record.reason, _stopped_by(events))
+        reason=session_end(record.state.value, record.reason, stopped_by(events))
         if record.state.value in ("stopped", "crashed", "paused") else None,
-        failing_before=_failing_before(baseline),
+        failing_before=failing_before(baseline),
         final_review=tuple(review["data"].get("findings") or ()) if review else None,
         final_review_error=str(review["data"].get("error") or "") if review else "",
         final_review_concern=str(review["data"].get("concern") or "") if review else "",
