@@ -56,3 +56,12 @@ def test_the_remembered_values_are_bounded(scanning, monkeypatch):
     redaction._remember_clean([f"value {i}" for i in range(25)], [])
     assert len(redaction._clean_values) == 10
     assert hash("value 24") in redaction._clean_values and hash("value 0") not in redaction._clean_values
+
+
+def test_journal_lines_are_not_remembered(tmp_path, scanning):
+    """Appended lines are written once each (a timestamp in every one): remembering their values
+    would only push a plan's values out."""
+    from tilth.store.jsonio import append_jsonl
+
+    append_jsonl(tmp_path / "events.jsonl", {"ts": "2026-11-26T00:00:00Z", "type": "x", "data": {"a": "words"}})
+    assert not redaction._clean_values

@@ -26,7 +26,7 @@ CLEAN_KEPT = 64
 _clean_values: dict[int, None] = {}
 """Hashes of JSON string values the detectors found nothing in: a state file rewritten after every
 task (prd.json, summary.json) scans only the values it did not hold before, not the whole plan again."""
-CLEAN_VALUES_KEPT = 16384
+CLEAN_VALUES_KEPT = 8192
 
 
 def register_secret(value: str | None) -> None:
@@ -51,7 +51,9 @@ def scanning() -> bool:
     return _scanning
 
 
-def redact(data: bytes) -> bytes:
+def redact(data: bytes, rewritten: bool = False) -> bytes:
+    """`rewritten`: a whole file written again and again (prd.json, summary.json): the JSON values
+    the detectors found clean are remembered, so the next write scans only the new ones."""
     for secret in _secrets:
         if secret in data:
             data = data.replace(secret, MARK)
@@ -59,7 +61,7 @@ def redact(data: bytes) -> bytes:
         data = pattern.sub(MARK, data)
     if _scanning and data.strip():
         text = data.decode("utf-8", errors="surrogateescape")
-        data = _detected(text).encode("utf-8", errors="surrogateescape")
+        data = _detected(text, rewritten).encode("utf-8", errors="surrogateescape")
     return data
 
 
@@ -90,14 +92,14 @@ def secrets_in(text: str) -> list[tuple[int, int, str]]:
     return found + [(f.start, f.end, f.kind) for f in find_secrets(text)]
 
 
-def _detected(text: str) -> str:
+def _detected(text: str, rewritten: bool = False) -> str:
     from tilth.store.secret_scan import redacted
 
     mark = MARK.decode()
     if hash(text) in _clean:
         return text
     if text.lstrip()[:1] in ("{", "["):
-        whole = _in_json(text, mark)
+        whole = _in_json(text, mark, rewritten)
         if whole is not None:
             return whole
         lines = text.split("\n")
@@ -108,7 +110,7 @@ def _detected(text: str) -> str:
     return redacted(text, mark)
 
 
-def _in_json(raw: str, mark: str) -> str | None:
+def _in_json(raw: str, mark: str, remember: bool = False) -> str | None:
     """`raw` with the secrets in its string values replaced; None when it is not JSON."""
     import orjson
 
@@ -124,7 +126,8 @@ def _in_json(raw: str, mark: str) -> str | None:
     joined = "\n".join(fresh)
     findings = find_secrets(joined) if joined else []
     found = {joined[f.start:f.end] for f in findings}
-    _remember_clean(fresh, [(f.start, f.end) for f in findings])
+    if remember:
+        _remember_clean(fresh, [(f.start, f.end) for f in findings])
     missed = False
     for secret in sorted(found, key=len, reverse=True):
         forms = [orjson.dumps(secret).decode()[1:-1], _ascii_escaped(secret)]
