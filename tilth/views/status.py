@@ -21,7 +21,8 @@ from tilth.core.errors import BadInput
 from tilth.core.terminal import clean, unguarded
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd_peek import TaskLine, peek_plan
+from tilth.store.prd_peek import peek_plan
+from tilth.store.prd_record import Task
 from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
 from tilth.store.rollup import Rollup, load_rollup
 from tilth.store.session_peek import peek_session
@@ -160,7 +161,7 @@ def receipt_text(line: dict[str, Any]) -> str:
             f"{money(line['cost_usd'], line.get('cost_is_lower_bound', False))}, {_duration(line['wall_s'])}")
 
 
-def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
+def task_lines(plan: list[Task]) -> list[dict[str, Any]]:
     """Each task as `--json` shows it; `depends_on` and `blocked_by` (the failed tasks a pending one
     waits on, so it never runs in this session) only when there are any."""
     blocked = blocked_by(plan)
