@@ -10,8 +10,8 @@ is not sure of is None, and the caller asks the model, which then reads it exact
 did or names what is wrong. A field added or a constraint changed here applies to both at once.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the annotations are built once, with the classes, rather
+# than parsed again from strings when the strict reader is built at import.
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 

@@ -166,7 +166,7 @@ def strict_record(cls: type, nested: dict[str, Callable[[Any], Any]] | None = No
     forbids them to pydantic (`__pydantic_config__ = {"extra": "forbid"}`)."""
     nested = dict(nested or {})
     fields = dataclasses.fields(cls)
-    scalars = {f.name: SCALARS[f.type] for f in fields if isinstance(f.type, str) and f.type in SCALARS}
+    scalars = {f.name: SCALARS[name] for f in fields if (name := _scalar_name(f.type)) in SCALARS}
     unread = [f.name for f in fields if f.name not in scalars and f.name not in nested]
     if unread:
         hints = typing.get_type_hints(cls, include_extras=True)
@@ -204,6 +204,13 @@ def strict_record(cls: type, nested: dict[str, Callable[[Any], Any]] | None = No
         except TypeError:  # a required field is missing
             raise Odd from None
     return read
+
+
+def _scalar_name(annotation: Any) -> str:
+    """`int`, `str | None`, ... whether the annotation is still a string or already a type."""
+    if isinstance(annotation, str):
+        return annotation
+    return annotation.__name__ if annotation in (int, float, str, bool) else ""
 
 
 def _known(v: dict[str, Any], names: Any, forbids_extra: bool) -> dict[str, Any]:
