@@ -74,10 +74,8 @@ class AtLeastOne(Rule):
 
 class TextOrObject(Rule):
     """`text | SomeDataclass`: a JSON object is read as the dataclass, anything else as the text,
-    so an error names the chosen form's own field (`CRITERION_TAGS`), not both forms'."""
-
-    def read(self, value: Any) -> Any:
-        return value  # the strict union reader already took the form the value has
+    so an error names the chosen form's own field (`CRITERION_TAGS`), not both forms'. Only pydantic
+    needs telling: the strict reader reads a union by the form the value has already."""
 
     def pydantic_type(self, source: Any) -> Any:
         from pydantic import Discriminator, Tag
