@@ -123,11 +123,12 @@ def test_plan_check_accepts_a_criterion_with_a_command_and_never_calls_it_vague(
 
 
 def test_the_read_only_peek_reads_criteria_with_commands_without_the_model():
-    from tilth.store import prd_peek
+    from tilth.store.prd_record import Criterion, read_task
 
-    assert prd_peek._task(task("T-1", acceptance_criteria=[HELLO, "plain"], may_change=["tests/old_*.py"])) is not None
-    assert prd_peek._task(task("T-1", acceptance_criteria=[{"text": "x", "verify": ""}])) is None
-    assert prd_peek._task(task("T-1", acceptance_criteria=[{"text": "x", "other": "y"}])) is None
+    read = read_task(task("T-1", acceptance_criteria=[HELLO, "plain"], may_change=["tests/old_*.py"]))
+    assert read is not None and isinstance(read.acceptance_criteria[0], Criterion)
+    assert read_task(task("T-1", acceptance_criteria=[{"text": "x", "verify": ""}])) is None
+    assert read_task(task("T-1", acceptance_criteria=[{"text": "x", "other": "y"}])) is None
 
 
 def test_import_maps_ralphs_verification_commands_onto_verify(sandbox):

@@ -9,96 +9,41 @@ tilth writes itself updates the kept copy instead of forcing a re-parse. A plan 
 `MAX_TASKS` tasks or `MAX_BYTES` bytes is refused: past that, every status write rewrites a
 file too big to keep per-task overhead flat.
 
-The read-only views read the plan with `store/prd_peek.py` (no pydantic); `TaskStatus`, the id
-pattern, the limits and the dependency rules are `store/prd_rules.py`'s, shared by both.
+A task is defined once, `store/prd_record.py`'s `Task`: this module validates it with pydantic (a
+`TypeAdapter` of that dataclass, so a damaged plan is named in one line) and makes every write;
+the read-only views read the same class without pydantic (`store/prd_peek.py`). `TaskStatus`, the
+limits, the field rules and the dependency rules are `store/prd_rules.py`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Mapping, Union
+from typing import Any, Iterator, Mapping
 
 import orjson
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, TypeAdapter,
-                      ValidationError)
+from pydantic import TypeAdapter, ValidationError
 
 from tilth.core.errors import BadInput, PlanChanged
 from tilth.store.jsonio import load_json, write_atomic
-from tilth.store.prd_rules import MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by, dependency_problem
+from tilth.store.prd_record import Criterion, Task
+from tilth.store.prd_rules import (CRITERION_TAGS, MAX_BYTES, MAX_TASKS, TASK_ID_PATTERN, TaskStatus, blocked_by,
+                                   dependency_problem)
 
 __all__ = ["MAX_BYTES", "MAX_TASKS", "TASK_ID_PATTERN", "Criterion", "Task", "TaskStatus", "add_tasks", "blocked_by",
            "load_current_plan", "load_plan", "next_pending", "parse_plan", "plan_lock", "set_status", "set_statuses"]
 
 
-def _not_blank(value: str) -> str:
-    # Python's idea of whitespace (str.strip) is wider than pydantic's: \x1c-\x1f count too.
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value.strip()
-
-
-NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
-
-
-class Criterion(BaseModel):
-    """An acceptance criterion that carries a command: tilth runs `verify` itself (confined, in the
-    worktree, with a timeout) after each attempt; a non-zero exit rejects the attempt without
-    asking the evaluator."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    text: NonEmpty
-    verify: NonEmpty | None = None
-    """A shell command that exits 0 when the criterion holds."""
-
-
-_TAGS = ("string-criterion", "object-criterion")
-AnyCriterion = Annotated[Union[Annotated[NonEmpty, Tag(_TAGS[0])], Annotated[Criterion, Tag(_TAGS[1])]],
-                         Discriminator(lambda v: _TAGS[1] if isinstance(v, (dict, Criterion)) else _TAGS[0])]
-"""A string, or an object read as `Criterion` (so its error names its own field, not the string's)."""
-
-
-class Task(BaseModel):
-    """One unit of work; ends as one commit (done) or one FAILED placeholder (failed)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]
-    """Unique in the plan; used in branch trailers and ledger file names."""
-    title: NonEmpty
-    description: str
-    acceptance_criteria: Annotated[list[AnyCriterion], Field(min_length=1)]
-    """Each a string (judged by the evaluator) or a `Criterion` with a `verify` command."""
-    status: TaskStatus = TaskStatus.pending
-    allow_empty: bool = False
-    """The task may be accepted with no change to the files (e.g. a check that needs no edit);
-    otherwise an accepted empty diff is rejected as `no_change`."""
-    depends_on: list[Annotated[str, StringConstraints(pattern=TASK_ID_PATTERN)]] = Field(default_factory=list)
-    """Ids of tasks of the same plan that must be done first; a failed one blocks this task. No task
-    may depend on itself, on an unknown id, or on a cycle."""
-    may_change: list[NonEmpty] = Field(default_factory=list)
-    """Globs of paths this task may delete, empty, mark skipped or change although the harness would
-    otherwise reject it (`tests_weakened`, `protected_path`): e.g. `tests/old_*.py`."""
-    files: list[NonEmpty] = Field(default_factory=list)
-    """Globs of the paths this task expects to touch; with `--parallel`, two tasks whose globs overlap never run at
-    the same time (docs/parallel.md). Empty: it may run beside any task."""
-
-    @property
-    def criteria(self) -> list[Criterion]:
-        """Every criterion as a `Criterion` (a plain string has no verify command)."""
-        return [c if isinstance(c, Criterion) else Criterion(text=c) for c in self.acceptance_criteria]
-
-    @property
-    def criterion_texts(self) -> list[str]:
-        return [c.text for c in self.criteria]
-
-
 _tasks_adapter = TypeAdapter(list[Task])
+_WORDS = {"dataclass_type": "Input should be a valid dictionary or instance of {class_name}",
+          "unexpected_keyword_argument": "Extra inputs are not permitted"}
+"""What pydantic says of a task or criterion that is no object, or of an unknown key of a criterion,
+in the words it used when they were pydantic models (and the plan's errors always used)."""
 
 
 def _describe(error: Mapping[str, Any], raw: object) -> str:
@@ -109,8 +54,9 @@ def _describe(error: Mapping[str, Any], raw: object) -> str:
         item = raw[index] if isinstance(raw, list) and index < len(raw) else None
         task_id = item.get("id") if isinstance(item, dict) else None
         where = f"task {task_id!r} (#{index + 1})" if task_id else f"task #{index + 1}"
-    field = ".".join(str(part) for part in loc if part not in _TAGS) or "(the task itself)"
-    return f"{where}, field {field}: {error['msg']}"
+    field = ".".join(str(part) for part in loc if part not in CRITERION_TAGS) or "(the task itself)"
+    words = _WORDS.get(error["type"])
+    return f"{where}, field {field}: {words.format(**(error.get('ctx') or {})) if words else error['msg']}"
 
 
 def parse_plan(data: bytes, source: str) -> list[Task]:
@@ -239,7 +185,7 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
                 else:
                     item["status"] = old
             raise
-        tasks = [t.model_copy(update={"status": changes[t.id]}) if t.id in changes else t for t in kept.tasks]
+        tasks = [dataclasses.replace(t, status=changes[t.id]) if t.id in changes else t for t in kept.tasks]
         _kept[path] = _Kept(_identity(path.stat()), tasks, kept.raw)
 
 

@@ -1,15 +1,89 @@
-"""prd.json's rules that `prd.py` (the model) and `prd_peek.py` (the pydantic-free reader) share:
-`TaskStatus`, the task id pattern, the size limits, and the dependency rules (`dependency_problem`,
-`blocked_by`, `blocked_label`)."""
+"""prd.json's rules, each said once for the model (`prd.py`, pydantic) and the strict reader
+(`prd_record.read_task`, no pydantic): `TaskStatus`, the size limits, the field constraints the
+task's annotations carry (`TaskIdText`, `NotBlank`, `AtLeastOne`, `TextOrObject`: each a
+`strict.Rule`, read strictly there and told to pydantic here), and the dependency rules
+(`dependency_problem`, `blocked_by`, `blocked_label`)."""
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Union, get_args
+
+from tilth.store.strict import Odd, Rule
 
 TASK_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MAX_TASKS = 20_000
 MAX_BYTES = 16 * 1024 * 1024
+CRITERION_TAGS = ("string-criterion", "object-criterion")
+"""How pydantic names the two forms of a criterion in an error's location (`prd.py` leaves them out)."""
+
+_ID = re.compile(TASK_ID_PATTERN)
+
+
+class TaskIdText(Rule):
+    """A task id: `TASK_ID_PATTERN` (matched as pydantic's regex engine does: no trailing newline)."""
+
+    def read(self, value: str) -> str:
+        if _ID.match(value) is None or value.endswith("\n"):
+            raise Odd
+        return value
+
+    def pydantic_type(self, source: Any) -> Any:
+        from pydantic import StringConstraints
+
+        return Annotated[source, StringConstraints(pattern=TASK_ID_PATTERN)]
+
+
+def _not_blank(value: str) -> str:
+    # Python's idea of whitespace (str.strip) is wider than pydantic's: \x1c-\x1f count too.
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value.strip()
+
+
+class NotBlank(Rule):
+    """Text that is not all whitespace, kept stripped (of Python's whitespace, which holds
+    pydantic's, so both strip alike)."""
+
+    def read(self, value: str) -> str:
+        stripped = value.strip()
+        if not stripped:
+            raise Odd
+        return stripped
+
+    def pydantic_type(self, source: Any) -> Any:
+        from pydantic import AfterValidator, StringConstraints
+
+        return Annotated[source, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
+
+
+class AtLeastOne(Rule):
+    """A list with one item or more."""
+
+    def read(self, value: list[Any]) -> list[Any]:
+        if not value:
+            raise Odd
+        return value
+
+    def pydantic_type(self, source: Any) -> Any:
+        from pydantic import Field
+
+        return Annotated[source, Field(min_length=1)]
+
+
+class TextOrObject(Rule):
+    """`text | SomeDataclass`: a JSON object is read as the dataclass, anything else as the text,
+    so an error names the chosen form's own field (`CRITERION_TAGS`), not both forms'. Only pydantic
+    needs telling: the strict reader reads a union by the form the value has already."""
+
+    def pydantic_type(self, source: Any) -> Any:
+        from pydantic import Discriminator, Tag
+
+        text, obj = get_args(source)
+        string, object_ = CRITERION_TAGS
+        return Annotated[Union[Annotated[text, Tag(string)], Annotated[obj, Tag(object_)]],
+                         Discriminator(lambda v: object_ if isinstance(v, (dict, obj)) else string)]
 
 
 class TaskStatus(StrEnum):

@@ -20,7 +20,8 @@ from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.lock import read_holder
-from tilth.store.prd_peek import TaskLine, peek_plan
+from tilth.store.prd_peek import peek_plan
+from tilth.store.prd_record import Task
 from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
 from tilth.store.rollup import load_rollup
 from tilth.store.rollup_fold import Rollup
@@ -150,7 +151,7 @@ def _seconds_between(since: str, now: datetime) -> float:
         return 0.0
 
 
-def task_lines(plan: list[TaskLine]) -> list[dict[str, Any]]:
+def task_lines(plan: list[Task]) -> list[dict[str, Any]]:
     """Each task as `--json` shows it; `depends_on` and `blocked_by` (the failed tasks a pending one
     waits on, so it never runs in this session) only when there are any."""
     blocked = blocked_by(plan)
