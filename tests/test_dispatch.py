@@ -16,6 +16,21 @@ from supervised import wait_until
 THREE = [("T-1", ""), ("T-2", ""), ("T-3", "")]
 
 
+def start_asking(cluster, sid: str, tasks: list[str]) -> None:
+    """A worker, and a dispatched session whose T-1 writes half.txt and asks a question, then
+    (answered) writes whole.txt."""
+    cluster.worker("w1")
+    plan = cluster.root / f"{sid}-prd.json"
+    plan.write_text(json.dumps([task(t) for t in tasks]))
+    scenario = cluster.root / f"{sid}-scenario.json"
+    scenario.write_text(json.dumps({"tasks": {"T-1": [
+        {"write": {"half.txt": "half\n"}, "needs_human": {"question": "Keep v1?", "context": "two callers"}},
+        {"write": {"whole.txt": "whole\n"}}]}}))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", sid, "--backend", "scripted",
+                            "--scenario", str(scenario))
+    assert started.returncode == 0, started.stderr
+
+
 @pytest.mark.redis
 @pytest.mark.timeout(300)
 def test_six_sessions_complete_across_three_workers_with_one_commit_per_task(cluster):
@@ -164,16 +179,7 @@ def test_a_worker_shut_down_hands_its_session_back_to_the_queue(cluster):
 @pytest.mark.redis
 @pytest.mark.timeout(120)
 def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(cluster):
-    cluster.worker("w1")
-    plan = cluster.root / "q-prd.json"
-    plan.write_text(json.dumps([task("T-1"), task("T-2")]))
-    scenario = cluster.root / "q-scenario.json"
-    scenario.write_text(json.dumps({"tasks": {"T-1": [
-        {"write": {"half.txt": "half\n"}, "needs_human": {"question": "Keep v1?", "context": "two callers"}},
-        {"write": {"whole.txt": "whole\n"}}]}}))
-    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "q", "--backend", "scripted",
-                            "--scenario", str(scenario))
-    assert started.returncode == 0, started.stderr
+    start_asking(cluster, "q", ["T-1", "T-2"])
     assert cluster.wait("q").returncode == 5, "only the parked task is left: waiting"
     shown = cluster.tilth("h9", "status", "q")
     shown = shown.stdout + shown.stderr
@@ -201,16 +207,7 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
 def test_an_answered_dispatched_task_parked_at_the_tip_is_retried_on_top_of_its_placeholder(cluster):
     """The PARKED placeholder is the branch's last commit: the retry builds on it (a dispatched
     branch only moves forward), so the push after it lands instead of being refused for ever."""
-    cluster.worker("w1")
-    plan = cluster.root / "t-prd.json"
-    plan.write_text(json.dumps([task("T-1")]))
-    scenario = cluster.root / "t-scenario.json"
-    scenario.write_text(json.dumps({"tasks": {"T-1": [
-        {"write": {"half.txt": "half\n"}, "needs_human": {"question": "Keep v1?", "context": "two callers"}},
-        {"write": {"whole.txt": "whole\n"}}]}}))
-    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "t", "--backend", "scripted",
-                            "--scenario", str(scenario))
-    assert started.returncode == 0, started.stderr
+    start_asking(cluster, "t", ["T-1"])
     assert cluster.wait("t").returncode == 5
     answered = cluster.tilth("h9", "answer", "t", "T-1", "Drop v1.")
     assert answered.returncode == 0, answered.stdout + answered.stderr

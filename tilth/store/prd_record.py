@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
 from tilth.store.prd_rules import AtLeastOne, NotBlank, TaskIdText, TaskStatus, TextOrObject
-from tilth.store.strict import Odd, strict_record
+from tilth.store.strict import plainly, strict_record
 
 TaskId = Annotated[str, TaskIdText()]
 Text = Annotated[str, NotBlank()]
@@ -75,8 +75,5 @@ _read = strict_record(Task)
 
 def read_task(raw: Any) -> Task | None:
     """The task when `raw` (parsed JSON) is plainly one; None when pydantic should judge it."""
-    try:
-        task: Task = _read(raw)
-    except Odd:
-        return None
+    task: Task | None = plainly(_read, raw)
     return task

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilth.store.session_state import SessionState
-from tilth.store.strict import Odd, dict_of, strict_record
+from tilth.store.strict import Odd, dict_of, plainly, strict_record
 
 
 @dataclass
@@ -97,8 +97,5 @@ _read = strict_record(SessionRecord, {"backend": strict_record(BackendChoice), "
 
 def read_record(raw: Any) -> SessionRecord | None:
     """The record when `raw` (parsed JSON) is plainly one; None when pydantic should judge it."""
-    try:
-        record: SessionRecord = _read(raw)
-    except Odd:
-        return None
+    record: SessionRecord | None = plainly(_read, raw)
     return record

@@ -206,6 +206,15 @@ def strict_record(cls: type, nested: dict[str, Callable[[Any], Any]] | None = No
     return read
 
 
+def plainly(read: Callable[[Any], Any], raw: Any) -> Any:
+    """What `read` (a `strict_record`) makes of `raw` when it is plainly that; None when pydantic
+    should judge it (and give its one-line error)."""
+    try:
+        return read(raw)
+    except Odd:
+        return None
+
+
 def _scalar_name(annotation: Any) -> str:
     """`int`, `str | None`, ... whether the annotation is still a string or already a type."""
     if isinstance(annotation, str):
