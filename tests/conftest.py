@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,13 +125,19 @@ class Sandbox:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Sandbox:
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    """A repository and a TILTH_HOME; no process of it outlives the test (a `tilth answer` to a
+    waiting session, say, hands it to a supervisor that would otherwise run on)."""
+    from supervised import kill_tree, processes_with_env
+
     repo = make_repo(tmp_path / "repo")
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
     # TILTH_TEST_FAULTS=1 arms the pause points (core/faults.py) a test names with TILTH_TEST_PAUSE_AT.
     env.update({"TILTH_HOME": str(home), "PYTHONUNBUFFERED": "1", "TILTH_TEST_FAULTS": "1"})
-    return Sandbox(tmp_path, repo, home, env)
+    yield Sandbox(tmp_path, repo, home, env)
+    for pid in processes_with_env(f"TILTH_HOME={home}"):
+        kill_tree(pid)
 
 
 def run_killing(sandbox: Sandbox, args: list[str], delay: float, env: dict[str, str] | None = None) -> int | None:
