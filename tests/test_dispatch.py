@@ -219,6 +219,27 @@ def test_an_answered_dispatched_task_parked_at_the_tip_is_retried_on_top_of_its_
 
 
 @pytest.mark.slow
+@pytest.mark.redis
+def test_a_dispatched_session_runs_its_tasks_in_parallel_lanes(cluster):
+    """--parallel travels with the session: the worker runs the independent tasks in lanes, lands
+    one commit each on the branch it pushes (no merge commit), and leaves no lane behind."""
+    cluster.worker("w1")
+    plan = cluster.root / "p-prd.json"
+    plan.write_text(json.dumps([task(f"T-{n}") for n in range(1, 5)]))
+    started = cluster.tilth("h0", "start", "--dispatch", "--parallel", "2", "--prd", str(plan), "--id", "p",
+                            "--backend", "scripted")
+    assert started.returncode == 0, started.stdout + started.stderr
+    waited = cluster.wait("p")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert sorted(cluster.commits("p")) == [(f"T-{n}", "") for n in range(1, 5)], "each task landed once"
+    assert git(cluster.remote, "rev-list", "--merges", "main..session/p") == ""
+    events = [json.loads(line) for line in cluster.file("p", "events.jsonl").splitlines()]
+    assert {e["data"]["lane"] for e in events if e["type"] == "lane_started"} == {1, 2}, "two lanes ran"
+    assert git(cluster.remote, "for-each-ref", "refs/heads/tilth-lane", "refs/tilth/partial") == "", \
+        "lane branches and kept work stay on the worker"
+
+
+@pytest.mark.slow
 def test_dispatch_without_a_broker_is_refused_in_one_line(tmp_path, sandbox):
     plain = sandbox.tilth("worker")
     assert plain.returncode == 2 and "needs a [dispatch] section" in plain.stderr
