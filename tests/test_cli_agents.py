@@ -414,3 +414,36 @@ def test_a_cli_agent_cut_off_the_network_is_refused_at_start(sandbox):
     result = start(sandbox, "offline", env)
     assert result.returncode == 2 and "would cut codex off its own model endpoint" in result.stderr, result.stderr
     assert not sandbox.session_dir("offline").exists()
+
+
+@pytest.mark.cli_agents
+@pytest.mark.slow
+def test_claude_code_works_in_parallel_lanes(sandbox, fake, model_env, anthropic):
+    """Two tasks at once, each a real Claude Code in its own lane worktree: each writes its own
+    file there (found by the task id in its prompt), each lands one commit, nothing of one lane
+    reaches the other."""
+
+    def worker(body: dict) -> fa.Response:
+        said = json.dumps(body.get("messages", []))
+        if "tool_result" in said:
+            task_id = next(t for t in ("T-1", "T-2") if f"{t}.txt" in said)
+            return fa.reply(fa.text(fenced({"summary": f"wrote {task_id}.txt",
+                                            "criteria": [{"criterion": f"{task_id} is done",
+                                                          "evidence": f"cat {task_id}.txt"}]})))
+        task_id = next(t for t in ("T-1", "T-2") if f"Do {t}." in said)
+        return fa.reply(fa.text("Writing it."), fa.tool_use("Bash", command=f"echo {task_id} > {task_id}.txt",
+                                                            description="write the file"))
+
+    anthropic.set_handler(worker)
+    fake.set_handler(lambda body: reply(tool_calls=[ACCEPT]))
+    result = start(sandbox, "cl", {**model_env, **claude_env(anthropic, sandbox.root), "TILTH_PARALLEL_TASKS": "2"},
+                   plan=[task("T-1"), task("T-2")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(c["task"] for c in sandbox.commits("cl")) == ["T-1", "T-2"]
+    assert git(sandbox.repo, "rev-list", "--merges", "main..session/cl") == ""
+    for task_id in ("T-1", "T-2"):
+        assert git(sandbox.repo, "show", f"session/cl:{task_id}.txt") == f"{task_id}\n"
+    lanes = {e["data"]["lane"] for e in of_type(sandbox, "cl", "lane_started")}
+    runs = of_type(sandbox, "cl", "agent_run")
+    assert lanes == {1, 2} and {r["data"]["lane"] for r in runs if r["data"]["role"] == "worker"} == {1, 2}
+    assert all(r["data"]["exit_code"] == 0 for r in runs), runs
