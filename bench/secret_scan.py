@@ -1,7 +1,9 @@
 """What redaction costs per KB of text once detect-secrets' detectors are on (`store/secret_scan.py`,
 `store/redaction.py`): the detectors alone on source code, on command output and on JSONL events,
 and `redact` as jsonio calls it (registered keys, the default pattern, the detectors; JSON string by
-string). The one-off import of detect-secrets (paid once by a runner) is its own row.
+string), and `secrets_in` as the commit gate calls it on a change's added lines (with the base64 and
+hex blobs decoded and scanned, `store/encoded.py`, and without) on those texts and a lock file full of
+base64 integrity hashes. The one-off import of detect-secrets (paid once by a runner) is its own row.
 
     python -m bench.secret_scan [--kb 256] [--runs 5]
 """
@@ -41,6 +43,15 @@ def events_text(kb: int) -> str:
     return "".join(out)
 
 
+def lock_text(kb: int) -> str:
+    import base64
+    import hashlib
+
+    lines = [f'    "node_modules/pkg{i}": {{"version": "1.0.{i}", "integrity": "sha512-'
+             f'{base64.b64encode(hashlib.sha512(str(i).encode()).digest()).decode()}"}},\n' for i in range(kb * 8)]
+    return "".join(lines)[: kb * 1024]
+
+
 def timed(fn, runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -68,14 +79,16 @@ def main() -> int:
     redaction.register_patterns([r"sk-[A-Za-z0-9_-]{20,}"])
     redaction.scan_for_secrets()
     texts = {"source code": source_text(args.kb), "command output": output_text(args.kb),
-             "events.jsonl": events_text(args.kb)}
+             "events.jsonl": events_text(args.kb), "lock file": lock_text(args.kb)}
     print(f"secret scanning, {args.kb} KB per text, median of {args.runs} runs")
     print(f"{'what':<34} {'text':<16} {'ms/KB':>8} {'MB/s':>7}")
     print(f"{'import detect-secrets (once)':<34} {'':<16} {import_seconds() * 1000:>7.0f}ms {'':>7}")
     for label, text in texts.items():
         kb = len(text) / 1024
         for what, fn in (("find_secrets (detectors)", lambda t=text: secret_scan.find_secrets(t)),
-                         ("redact (as jsonio writes)", lambda t=text: redaction.redact(t.encode()))):
+                         ("redact (as jsonio writes)", lambda t=text: redaction.redact(t.encode())),
+                         ("secrets_in, commit gate (decoding)", lambda t=text: redaction.secrets_in(t, encoded=True)),
+                         ("secrets_in, without decoding", lambda t=text: redaction.secrets_in(t))):
             seconds = timed(fn, args.runs)
             print(f"{what:<34} {label:<16} {seconds * 1000 / kb:>8.2f} {kb / 1024 / seconds:>7.2f}")
     return 0

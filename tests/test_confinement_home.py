@@ -103,7 +103,8 @@ def machine(request) -> Machine:
     repo = make_repo(base / "repo")
     user.own(base)
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(user_home), "TILTH_HOME": str(tilth_home),
-           "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV}
+           "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV,
+           **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}  # the checkout under test
     yield Machine(base, user_home, tilth_home, repo, env, user)
     shutil.rmtree(base, ignore_errors=True)
 
@@ -326,3 +327,77 @@ def test_a_tilth_home_outside_the_users_home_and_the_hosts_tmp_are_hidden(machin
     finally:
         shutil.rmtree(host_tmp, ignore_errors=True)
         planted.unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_each_lane_of_parallel_tasks_has_a_private_home_of_its_own(machine):
+    """Two lanes at once see different homes (each the mount of its own directory), and a later lane
+    finds neither one's leftovers; the lanes' homes are gone after the run."""
+    require_bwrap()
+    look = ('echo mine > ~/marker-$TILTH_TASK; ls -a ~ > seen-$TILTH_TASK.txt; '
+            "awk -v home=\"$HOME\" '$5 == home {print $4}' /proc/self/mountinfo > mount-$TILTH_TASK.txt")
+    plan = [task("T-1"), task("T-2"), task("T-3", depends_on=["T-1", "T-2"])]
+    result = machine.start("s1", plan, {"default": [{"run": [look]}]},
+                           env={"TILTH_SANDBOX": "bwrap", "TILTH_PARALLEL_TASKS": "2"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {e["data"]["lane"] for e in machine.events("s1") if e["type"] == "lane_started"} == {1, 2}
+    seen = {t: machine.committed("s1", f"seen-{t}.txt").split() for t in ("T-1", "T-2", "T-3")}
+    for mine in seen:
+        assert [name for name in seen[mine] if name.startswith("marker-")] == [f"marker-{mine}"], seen
+    mounts = {t: machine.committed("s1", f"mount-{t}.txt").strip() for t in ("T-1", "T-2")}
+    assert mounts["T-1"].endswith("/agent-homes/s1+T-1") and mounts["T-2"].endswith("/agent-homes/s1+T-2"), mounts
+    assert not list((machine.tilth_home / "agent-homes").glob("s1+*")), "a lane's home goes with the lane"
+
+
+PLANTING_WORKER = """#!/bin/sh
+cat > /dev/null
+echo done > done.txt
+ln -s TARGET "$HOME/.claude" || exit 3
+echo '```json'
+echo '{"summary": "planted", "criteria": [{"criterion": "T-1 is done", "evidence": "done.txt"}]}'
+echo '```'
+"""
+VERDICT = {"verdict": "accept", "category": "none", "concern": "", "evidence": []}
+CLAUDE_EVALUATOR = """#!/bin/sh
+cat > /dev/null
+echo '{"hooks": "planted by the evaluator"}' > "$CLAUDE_CONFIG_DIR/settings.json"
+cat <<'EOF'
+""" + json.dumps({"type": "result", "subtype": "success", "is_error": False, "total_cost_usd": 0.0, "num_turns": 1,
+                  "usage": {"input_tokens": 1, "output_tokens": 1},
+                  "result": f"```json\n{json.dumps(VERDICT)}\n```"}) + "\nEOF\n"
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.parametrize("target", ["outside", "the user's own"])
+def test_a_config_dir_the_agent_made_a_symlink_is_never_written_through(machine, target):
+    """The worker (a `command` agent) points `~/.claude` in its private home at a directory outside it,
+    or at the user's own `~/.claude`; the evaluator's run (a Claude Code stand-in) seeds its config copy
+    and writes a settings file into it: nothing reaches the link's target."""
+    require_bwrap()
+    outside = machine.base / "outside"
+    outside.mkdir()
+    (machine.user_home / ".claude" / ".credentials.json").write_text("sentinel-oauth")
+    aimed = outside if target == "outside" else machine.user_home / ".claude"
+    scripts = machine.base / "bin"
+    scripts.mkdir()
+    (scripts / "worker").write_text(PLANTING_WORKER.replace("TARGET", str(aimed)))
+    (scripts / "claude").write_text(CLAUDE_EVALUATOR)
+    for script in scripts.iterdir():
+        script.chmod(0o755)
+    machine.own(machine.base)
+    env = {"TILTH_SANDBOX": "bwrap", "TILTH_WORKER_BACKEND": "command", "TILTH_WORKER_COMMAND": str(scripts / "worker"),
+           "TILTH_EVALUATOR_BACKEND": "claude", "TILTH_CLAUDE_BIN": str(scripts / "claude"),
+           "TILTH_SELF_IMPROVEMENT": "false"}
+    result = machine.start("s1", [task("T-1")], env=env, backend="cli")
+    assert list(outside.iterdir()) == [], "tilth wrote through the planted link"
+    assert (machine.user_home / ".claude" / "settings.json").read_text() == SENTINELS[".claude/settings.json"]
+    assert sorted(p.name for p in (machine.user_home / ".claude").iterdir()) == [".credentials.json", "settings.json"]
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = [e["data"] for e in machine.events("s1") if e["type"] == "agent_run"]
+    assert [r["role"] for r in runs][:2] == ["worker", "evaluator"] and all(r["exit_code"] == 0 for r in runs), runs
+    assert machine.committed("s1", "done.txt") == "done\n"
+    copy = machine.tilth_home / "agent-homes" / "s1" / ".claude"
+    assert not copy.is_symlink() and (copy / ".credentials.json").read_text() == "sentinel-oauth"
+    assert (copy / "settings.json").read_text() == '{"hooks": "planted by the evaluator"}\n'

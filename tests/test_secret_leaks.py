@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import git, task
-from fake_openai import ACCEPT, FakeOpenAI, call, reply
+from fake_openai import ACCEPT, SUBMIT, FakeOpenAI, call, reply
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +131,47 @@ def test_a_secret_the_repository_already_had_is_not_refused_when_its_line_is_edi
     assert sandbox.ledger("s1", "T-1")[0]["verdict"]["verdict"] == "accept"
     assert not [e for e in sandbox.events("s1") if e["type"] == "secret_redacted"]
     assert git(sandbox.repo, "show", "session/s1:aws.ini") == f"aws_secret_access_key = {AWS_SECRET}  # rotated yearly\n"
+
+
+def test_a_secret_in_a_file_name_or_encoded_never_reaches_the_branch_and_the_model_sees_what_is_committed(sandbox):
+    """A GitHub token in a file's name, base64-encoded in one file and hex-encoded in another: the
+    gate finds all three, renames the file to the redacted name `list_files` already showed the model,
+    rewrites the blobs, rejects the attempt; the commit holds none of the three forms."""
+    encoded = base64.b64encode(GITHUB_TOKEN.encode()).decode()
+    hexed = GITHUB_TOKEN.encode().hex()
+    make = (f'touch "notes-$(echo {encoded} | base64 -d).txt" && echo "config = \'{encoded}\'" > b64.txt && '
+            f"echo 'key_hex = {hexed}' > hex.txt")
+    with FakeOpenAI() as server:
+        server.enqueue("worker", reply(tool_calls=[call("bash", command=make), call("list_files")]),
+                       reply(tool_calls=[SUBMIT]),
+                       reply(tool_calls=[call("list_files"), call("read_file", path="notes-[redacted].txt"),
+                                         call("read_file", path="b64.txt")]),
+                       reply(tool_calls=[SUBMIT]))
+        server.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
+        env = {"TILTH_BASE_URL": server.base_url, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
+               "TILTH_RETRY_BASE_DELAY": "0", "TILTH_SANDBOX": "off", "TILTH_PREFLIGHT": "false",
+               "TILTH_SELF_IMPROVEMENT": "false"}
+        result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd",
+                               str(sandbox.write_json("p.json", [task("T-1")])), "--id", "s1", "--foreground", env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        worker = [r["body"] for r in server.requests if r["body"] and r["body"]["model"] == "worker"]
+    first = sandbox.ledger("s1", "T-1")[0]["verdict"]
+    assert first["category"] == "secret_added", first
+    for where in ("the file name notes-[redacted].txt (GitHub Token)", "b64.txt:1 (GitHub Token, base64-encoded)",
+                  "hex.txt:1 (GitHub Token, hex-encoded)"):
+        assert where in first["concern"], first["concern"]
+    assert "notes-[redacted].txt (its name) (GitHub Token)" in sandbox.tilth("logs", "s1").stdout
+    names = git(sandbox.repo, "ls-tree", "-r", "--name-only", "session/s1").split("\n")
+    assert "notes-[redacted].txt" in names and "b64.txt" in names and "hex.txt" in names, names
+    history = git(sandbox.repo, "log", "-p", "--format=%B", "session/s1") + "\n".join(names)
+    assert not [form for form in (GITHUB_TOKEN, encoded, hexed) if form in history], history
+    assert git(sandbox.repo, "show", "session/s1:b64.txt") == "config = '[redacted]'\n"
+    assert git(sandbox.repo, "show", "session/s1:hex.txt") == "key_hex = [redacted]\n"
+    shown = [[m["content"] for m in body["messages"] if m["role"] == "tool"] for body in (worker[1], worker[3])]
+    listed_before, (listed_after, read_name, read_b64) = shown[0][1], shown[1]
+    assert "notes-[redacted].txt" in listed_before.split("\n"), "the model was shown the redacted name"
+    assert set(listed_after.split("\n")) <= set(names) and "notes-[redacted].txt" in listed_after.split("\n")
+    assert read_name == "notes-[redacted].txt is empty", "the name it was shown is the file's real name"
+    assert "config = '[redacted]'" in read_b64
+    assert not [p for p in sandbox.home.rglob("*") if GITHUB_TOKEN in p.name]
+    assert not leaks_under(sandbox.home), leaks_under(sandbox.home)

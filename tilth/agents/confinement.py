@@ -8,7 +8,8 @@ never from a denylist, so a token the user keeps in their shell (GITHUB_TOKEN, A
 never reaches the agent unless they name it. A CLI agent also gets its own endpoint and key
 variables (`agents/backends/presets.py`).
 
-Private home: `$TILTH_HOME/agent-homes/<id>`, kept across attempts. Under bubblewrap it is what
+Private home: `$TILTH_HOME/agent-homes/<id>`, kept across attempts; a lane of parallel tasks has
+its own, `<id>+<task>`, removed with the lane. Under bubblewrap it is what
 the agent sees at the user's HOME path. A CLI agent's config directory (`~/.claude`, `~/.codex`,
 `~/.aider`) is a copy inside it, seeded at every run from the user's real one with only the files
 that carry credentials and settings (`SEEDED`): whatever the agent writes there (a hook in
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -27,6 +29,7 @@ from typing import Iterable
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
 from tilth.agents.sandbox import real_home, wrap
 from tilth.core.config import Settings
+from tilth.core.errors import BadInput
 from tilth.git.worktree_git import common_git_dir, session_git_dir
 from tilth.store.home import SessionPaths
 from tilth.store.session import SessionRecord
@@ -144,26 +147,80 @@ def host_sockets(environ: dict[str, str] | None = None) -> list[Path]:
 
 def agent_config_dir(agent_home: Path, name: str, real: Path) -> Path:
     """The agent's config directory for this session: `<agent_home>/<name>`, with the credential and
-    settings files of the user's real one (`real`) copied in afresh; never the real one itself."""
-    copy = agent_home / name
-    copy.mkdir(parents=True, exist_ok=True)
-    if real.resolve() == copy.resolve():
-        return copy
-    for file in SEEDED.get(name, ()):
-        source = real / file
-        target = copy / file
-        if source.is_file() and not source.is_symlink():
-            target.unlink(missing_ok=True)
-            shutil.copy2(source, target)
-            os.chmod(target, 0o600)
-    return copy
+    settings files of the user's real one (`real`) copied in afresh; never the real one itself.
+    The private home is the agent's to write, so nothing in it is followed: a `<name>` it made a
+    symlink (to the user's own `~/.claude`, to anywhere) is replaced by a real directory, and each
+    seeded file is written anew by descriptor, never through a link or into a planted directory."""
+    try:
+        agent_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        home_fd = os.open(agent_home, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise BadInput(f"the private home {agent_home} cannot be used ({exc.strerror}): it must be a directory, "
+                       "not a symlink") from None
+    try:
+        copy_fd = _own_directory(home_fd, name)
+        try:
+            if _same_file(real, os.fstat(copy_fd)):
+                return agent_home / name  # the user's config dir is this copy already
+            for file in SEEDED.get(name, ()):
+                _seed(real / file, copy_fd, file)
+        finally:
+            os.close(copy_fd)
+    finally:
+        os.close(home_fd)
+    return agent_home / name
+
+
+def _own_directory(parent_fd: int, name: str) -> int:
+    """`name` in `parent_fd` as a real directory of ours (whatever else was there removed), opened."""
+    try:
+        info = os.lstat(name, dir_fd=parent_fd)
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        os.unlink(name, dir_fd=parent_fd)  # a planted symlink or file: the link itself, never its target
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+
+
+def _same_file(path: Path, info: os.stat_result) -> bool:
+    try:
+        other = os.stat(path)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino)
+
+
+def _seed(source: Path, directory_fd: int, name: str) -> None:
+    """The user's `source` (a regular file, not a link) copied to `name` in the directory, 0600."""
+    try:
+        source_fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    with os.fdopen(source_fd, "rb") as src:
+        info = os.fstat(src.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return
+        try:
+            os.unlink(name, dir_fd=directory_fd)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            shutil.rmtree(name, dir_fd=directory_fd)
+        target_fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory_fd)
+        with os.fdopen(target_fd, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+            os.utime(dst.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
 CLI_AGENTS = ("claude", "codex", "aider")
 
 
-def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, settings: Settings) -> Confinement:
-    agent_home = paths.agent_home
+def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, settings: Settings,
+                        agent_home: Path | None = None) -> Confinement:
+    """`agent_home`: a lane's own private home (`SessionPaths.lane_home`), else the session's."""
+    agent_home = agent_home or paths.agent_home
     agent_home.mkdir(parents=True, exist_ok=True)
     os.chmod(agent_home, 0o700)
     home = real_home()

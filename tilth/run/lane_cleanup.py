@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tilth.git.lane_worktrees import drop_lane, leftover_lanes, remove_lanes_root, reset_to
 from tilth.run.lane_partials import keep_left
+from tilth.run.lane_work import remove_home
 from tilth.run.outcomes import Workspace
 from tilth.store.events import document
 from tilth.store.lane_board import read_board, write_board
@@ -30,6 +31,8 @@ def clear_lanes(ws: Workspace) -> None:
     plan = {t.id: t.status for t in load_current_plan(paths.prd)}
     listed = {r.get("task") for r in read_board(paths.dir)["running"]} & set(plan)
     left = sorted(set(leftover_lanes(record.repo, paths.home, record.id)) | {str(t) for t in listed})
+    for home in paths.lane_homes():
+        remove_home(home)
     if not left:
         return
     tip = str(ws.repo.references[f"refs/heads/{record.branch}"].target)

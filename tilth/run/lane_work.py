@@ -1,15 +1,20 @@
 """What one lane of parallel tasks does, from its start to its end: its worktree and branch made from
 the session head (`git/lane_worktrees.py`) with the task's kept partial work restored, the run it
 attempts in (confined like the session's worktree, hooks and journal its own), the loop's attempts and
-the lane's one commit on its branch (in the lane's thread), and its endings: parked with a question
+the lane's one commit on its branch (in the lane's thread), its own private home (`SessionPaths.lane_home`:
+two lanes never share one), and its endings: parked with a question
 when its change could not land, requeued with its work kept for the task's next lane
 (`run/lane_partials.py`), its worktree removed. `run/lanes.py` schedules the lanes."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import IO, Any, Callable
 
 from tilth.agents.confinement import session_confinement
@@ -67,8 +72,8 @@ def begin(run: Any, task: Task, number: int, start: str, redo: int) -> tuple[Any
         log.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes], by=[n.by for n in notes])
     record = dataclasses.replace(ws.record, worktree=str(path), branch=lane_branch(ws.record.id, task.id))
     git_dir = lane_git_dir(ws.record.repo, ws.record.id, task.id)
-    confinement = replace(session_confinement(record.sandbox or "off", ws.paths, record, run.settings),
-                          git_dir=git_dir)
+    confinement = replace(session_confinement(record.sandbox or "off", ws.paths, record, run.settings,
+                                              agent_home=ws.paths.lane_home(task.id)), git_dir=git_dir)
     lane_run = replace(run, ws=Workspace(ws.paths, record, repo, log, tip=start),
                        sources=Sources(ws.paths, repo, run.settings, log), sandbox=confinement,
                        hooks=Hooks(hook_dirs(ws.paths.home), path, log, ws.record.id, git_dir))
@@ -121,10 +126,30 @@ def requeue(ws: Workspace, lane: Lane, why: str, wait_for: bool = False) -> None
 
 
 def close(ws: Workspace, lane: Lane) -> None:
-    """The lane's worktree and branch removed, its slot given back."""
+    """The lane's worktree, branch and private home removed, its slot given back."""
     drop_lane(ws.record.repo, ws.paths.home, ws.record.id, lane.task.id)
+    remove_home(ws.paths.lane_home(lane.task.id))
     if lane.slot is not None:
         lane.slot.close()
+
+
+def remove_home(path: Path) -> None:
+    """A lane's private home gone, whatever the agent left in it: links are removed, never followed
+    (`shutil.rmtree` works by descriptor), and a directory it made unreadable is opened up first."""
+    if os.path.islink(path):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path, onerror=_opened_up)
+
+
+def _opened_up(_function: Any, failed: str, _error: Any) -> None:
+    with suppress(OSError):
+        os.chmod(os.path.dirname(failed), 0o700)
+        if os.path.isdir(failed) and not os.path.islink(failed):
+            os.chmod(failed, 0o700)
+            shutil.rmtree(failed, onerror=_opened_up)
+        else:
+            os.unlink(failed)
 
 
 def ended(ws: Workspace, lane: Lane, outcome: str, seconds: float) -> None:

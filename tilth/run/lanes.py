@@ -268,6 +268,8 @@ class Scheduler:
     def summarize(self) -> None:
         ws, t = self.run.ws, self.tally
         remove_lanes_root(ws.paths.home, ws.record.id)
+        for home in ws.paths.lane_homes():
+            lane_work.remove_home(home)
         if t.began is None:
             return
         figures = {"lanes": self.width, "wall_s": round(max(t.ended - t.began, 0.0), 3), "task_s": round(t.task_s, 3),

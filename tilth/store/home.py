@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 
 from tilth.core.diskspace import is_disk_full
@@ -48,6 +49,16 @@ class SessionPaths:
     def agent_home(self) -> Path:
         """The home directory the session's agent commands see (`agents/confinement.py`)."""
         return self.home / "agent-homes" / self.id
+
+    def lane_home(self, task_id: str) -> Path:
+        """A lane's own private home (`<id>+<task>`: `+` is in no id), so two lanes running at once
+        never share one; removed with the lane."""
+        return under(self.home / "agent-homes", f"{self.id}+{task_id}")
+
+    def lane_homes(self) -> list[Path]:
+        """Every lane home of this session there is (a killed run's included)."""
+        root = self.home / "agent-homes"
+        return sorted(root.glob(f"{glob_escape(self.id)}+*")) if root.is_dir() else []
 
     @property
     def session_json(self) -> Path:

@@ -74,10 +74,17 @@ def redact_text(text: str) -> str:
     return clean
 
 
-def secrets_in(text: str) -> list[tuple[int, int, str]]:
+def secrets_in(text: str, encoded: bool = False) -> list[tuple[int, int, str]]:
     """(start, end, kind) of each secret in `text`: registered keys, `secret_patterns` matches and
-    what the detectors find (whether or not this process scans its writes); overlaps are kept."""
+    what the detectors find (whether or not this process scans its writes); overlaps are kept.
+    `encoded` (the commit gate): also each base64 or hex blob whose decoded text holds one of them
+    (`store/encoded.py`), the whole blob."""
     from tilth.store.secret_scan import find_secrets
+
+    if encoded:
+        from tilth.store.encoded import encoded_findings
+
+        return secrets_in(text) + encoded_findings(text, secrets_in)
 
     raw = text.encode("utf-8", errors="surrogateescape")
     spans = []

@@ -135,7 +135,7 @@ class Readable:
             "nested_repo_skipped": lambda d: "left nested repositories out of the commit: "
                                              + short(", ".join(d["paths"])),
             "secret_redacted": lambda d: "the change added secrets, replaced by [redacted] before any commit: "
-                                         + short(", ".join(f"{f['path']}:{f['line']} ({f['kind']})" for f in d["found"])),
+                                         + short(", ".join(map(_secret_at, d["found"]))),
             "stale_git_locks_removed": lambda d: f"removed stale git locks: {short(', '.join(d['paths']))}",
             "stale_temp_files_removed": lambda d: f"removed half-written temp files: {short(', '.join(d['files']))}",
             "progress_restored": lambda d: f"progress line restored from commit {short_sha(d)}",
@@ -245,3 +245,8 @@ def print_event(event: dict[str, Any]) -> None:
         lines = ["", *lines]
     for line in lines:
         print(line, file=sys.stdout, flush=True)
+
+
+def _secret_at(found: dict[str, Any]) -> str:
+    """`path:line (kind)`; line 0 is the file's name (`run/secret_gate.NAME_LINE`)."""
+    return f"{found['path']}{':' + str(found['line']) if found['line'] else ' (its name)'} ({found['kind']})"
