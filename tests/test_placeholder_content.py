@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 import test_confinement_home
-from conftest import git, task
+from conftest import git, task, wait_for_pause
 
 machine = test_confinement_home.machine  # as root and as an unprivileged user, outside /tmp
 
@@ -127,25 +128,18 @@ def test_a_parked_placeholder_holds_none_of_it_either(sandbox):
                       "parked")
 
 
-def test_a_stopped_lanes_kept_work_holds_none_of_it(sandbox):
-    from supervised import wait_until
-
-    from test_lane_partials import held, partial, start_args
+def test_a_killed_lanes_kept_work_holds_none_of_it(sandbox):
+    from test_lane_partials import partial, start_args
 
     add_base(sandbox.repo)
-    outside, gates = outside_dir(sandbox.root), sandbox.root / "gates"
-    gates.mkdir()
-    step = refused_step(outside)
-    step["run"].append(held(gates, "S"))
-    child = sandbox.spawn(*start_args(sandbox, "s1", [task("S")], {"tasks": {"S": [step]}}),
-                          env={**ENV, "TILTH_SANDBOX": "off"})
-    try:
-        wait_until(gates, (gates / "reached-S").exists, "S's lane to reach its step")
-        stopped = sandbox.tilth("stop", "s1")
-        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    finally:
-        (gates / "go-S").touch()
-    assert child.wait(timeout=60) == 3, child.stderr.read()
+    outside = outside_dir(sandbox.root)
+    child = sandbox.spawn(*start_args(sandbox, "s1", [task("S")], {"tasks": {"S": [refused_step(outside)]}}),
+                          env={**ENV, "TILTH_SANDBOX": "off", "TILTH_TEST_PAUSE_AT": "worker@S"})
+    wait_for_pause(child, "worker")
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    fixed = sandbox.tilth("doctor", "s1", "--fix")  # the killed lane's work kept, as a resume's start would
+    assert "lanes removed: S" in fixed.stdout, fixed.stdout + fixed.stderr
     kept = partial(sandbox, "s1", "S").strip()
     modes = tree(sandbox.repo, kept)
     assert {p for p, m in modes.items() if m == "120000"} == {"inner"}, modes

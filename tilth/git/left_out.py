@@ -58,11 +58,14 @@ def leads_outside(links: dict[str, str], path: str) -> bool:
 def links_leaving(repo: pygit2.Repository, diff: pygit2.Diff) -> dict[str, str]:
     """The symlinks of the staged tree (`diff`: HEAD -> index) that lead outside the worktree and did
     not before: each added or changed one, and an unchanged one a changed link now sends outside."""
+    deltas = list(diff.deltas)
+    if not any(FileMode.LINK in (delta.old_file.mode, delta.new_file.mode) for delta in deltas):
+        return {}  # where a link leads depends on links alone: none changed, none leads elsewhere now
     now = _links(repo)
-    changed = {p for patch in diff for p in (patch.delta.old_file.path, patch.delta.new_file.path)}
+    changed = {p for delta in deltas for p in (delta.old_file.path, delta.new_file.path)}
     before = {p: t for p, t in now.items() if p not in changed}
-    before |= {patch.delta.old_file.path: _target(repo, patch.delta.old_file.id) for patch in diff
-               if patch.delta.old_file.mode == FileMode.LINK}
+    before |= {delta.old_file.path: _target(repo, delta.old_file.id) for delta in deltas
+               if delta.old_file.mode == FileMode.LINK}
     return {path: target for path, target in sorted(now.items()) if leads_outside(now, path)
             and (path in changed or not leads_outside(before, path))}
 
