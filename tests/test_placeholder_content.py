@@ -149,7 +149,6 @@ def test_a_killed_lanes_kept_work_holds_none_of_it(sandbox):
     assert [e["placeholder"] for e in left] == ["partial"] and set(left[0]["refused"]) == LEFT_OUT | links_out(outside)
 
 
-@pytest.mark.slow
 @pytest.mark.bwrap
 def test_a_lanes_failed_placeholder_holds_none_of_it_as_either_user(machine):
     test_confinement_home.require_bwrap()
@@ -174,3 +173,13 @@ def test_a_symlink_is_followed_through_the_trees_own_symlinks():
     links = {"d/s": "..", "d/y": "s/..", "a": "b/../c", "loop1": "loop2", "loop2": "loop1", "abs": "/etc",
              "in": "src/app.py", "up": "d/../.."}
     assert [p for p in links if leads_outside(links, p)] == ["d/y", "loop1", "loop2", "abs", "up"]
+
+
+def test_may_change_allows_a_test_or_a_protected_path_but_never_a_symlink_leading_outside():
+    from tilth.agents.guard import findings, guard_rejection
+    from tilth.git.gitops import FileChange
+
+    deleted = FileChange("tests/test_a.py", "deleted", "tests/test_a.py", False, ())
+    found = findings([deleted], [], ["tests/"], outside_links={"tests/data": "/etc"})
+    assert found == {"symlink_outside": ["tests/data (symlink to /etc)"]}
+    assert guard_rejection(found).category == "symlink_outside"
