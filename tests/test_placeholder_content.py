@@ -21,6 +21,7 @@ machine = test_confinement_home.machine  # as root and as an unprivileged user, 
 BASE = {
     "src/app.py": "VALUE = 1\n",
     "config.py": "DEBUG = False\n",
+    "lib/util.py": "X = 1\n",
     "tests/test_app.py": "def test_app():\n    assert True\n",
     "checks/test_one.py": "def test_one():\n    assert 1\n",
     "checks/test_two.py": "def test_two():\n    assert 2\n",
@@ -32,12 +33,13 @@ ENV = {"TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_FINAL_REVIEW": "false"}
 
 def refused_step(outside: Path, **extra) -> dict:
     """Every attempt: allowed partial work (src/app.py, notes.txt, a symlink inside) beside a deleted
-    test, a weakened one, a protected file, and symlinks leading outside in place of `tests/`, of a
-    file and (relative, climbing out) in a new directory."""
+    test, a weakened one, a protected file, and symlinks leading outside in place of `tests/`, of
+    another directory, of a file and (relative, climbing out) in a new directory."""
     return {"write": {"src/app.py": "VALUE = 2\n", "notes.txt": "partial work\n", "checks/test_two.py": SKIPPED,
                       ".github/workflows/ci.yml": "on: never\n"},
             "delete": ["checks/test_one.py"],
-            "run": [f"rm -rf tests config.py && ln -s {outside} tests && ln -s {outside}/secret config.py && "
+            "run": [f"rm -rf tests config.py lib && ln -s {outside} tests && ln -s {outside}/secret config.py && "
+                    f"ln -s {outside} lib && "
                     "mkdir -p sub && ln -sfn ../.. sub/up && ln -sfn src/app.py inner"],
             **extra}
 
@@ -47,7 +49,8 @@ LEFT_OUT = {"checks/test_one.py (deleted)", "checks/test_two.py (adds @pytest.ma
 
 
 def links_out(outside: Path) -> set[str]:
-    return {f"config.py (symlink to {outside}/secret)", "sub/up (symlink to ../..)", f"tests (symlink to {outside})"}
+    return {f"config.py (symlink to {outside}/secret)", "sub/up (symlink to ../..)", f"tests (symlink to {outside})",
+            f"lib (symlink to {outside})"}
 
 
 def add_base(repo: Path) -> None:
@@ -90,7 +93,7 @@ def check_placeholder(repo: Path, worktree: Path, ledger: list[dict], outside: P
     left = [e for e in ledger if e.get("kind") == "left_out"]
     assert [e["placeholder"] for e in left] == [placeholder] and set(left[0]["refused"]) == expected, left
     assert git(worktree, "-c", "safe.directory=*", "status", "--porcelain") == "", "the worktree is the placeholder"
-    assert (worktree / "tests").is_dir() and not (worktree / "tests").is_symlink()
+    assert all((worktree / d).is_dir() and not (worktree / d).is_symlink() for d in ("tests", "lib"))
     assert not (worktree / "config.py").is_symlink() and not (worktree / "sub" / "up").is_symlink()
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
     assert (outside / "secret").read_text() == "outside the worktree\n"

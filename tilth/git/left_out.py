@@ -71,13 +71,14 @@ def links_leaving(repo: pygit2.Repository, diff: pygit2.Diff) -> dict[str, str]:
 
 
 def put_back(repo: pygit2.Repository, paths: list[str]) -> list[str]:
-    """Each path as HEAD has it, or gone when HEAD has none, in the index and the worktree; what is
-    in the way goes first (a symlink or file where a directory must be, entries under a path that
+    """Each path as HEAD has it (a directory there: each of its files), or gone when HEAD has none,
+    in the index and the worktree; what is in the way goes first (a symlink or file where a directory must be, entries under a path that
     becomes a file). The other index entries that went with it (in the way), returned."""
     head = repo.head.peel(pygit2.Commit).tree
     worktree = Path(str(repo.workdir))
     index = repo.index
     indexed = {entry.path for entry in index}
+    paths = sorted({*paths, *(f for path in paths for f in _files_under(head, path))})  # a directory a link replaced
     base = {path: _entry(head, path) for path in paths}
     in_way: list[str] = []
     for path in sorted(paths, key=lambda p: base[p] is not None):  # removals first: a link `tests` before tests/*
@@ -96,6 +97,21 @@ def put_back(repo: pygit2.Repository, paths: list[str]) -> list[str]:
             indexed.add(path)
     index.write()
     return sorted(set(in_way))
+
+
+def _files_under(tree: pygit2.Tree, path: str) -> list[str]:
+    """Every file of HEAD's directory at `path` (none when it is no directory there)."""
+    try:
+        entry = tree[path]
+    except KeyError:
+        return []
+    if entry.filemode != FileMode.TREE:
+        return []
+    found = []
+    for child in entry.peel(pygit2.Tree):
+        inner = f"{path}/{child.name}"
+        found += _files_under(tree, inner) if child.filemode == FileMode.TREE else [inner]
+    return found
 
 
 def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
