@@ -117,6 +117,8 @@ def test_a_failed_placeholder_holds_none_of_what_the_guard_refused(sandbox, lane
     assert f"tests (symlink to {outside})" in verdicts[0]["evidence"], verdicts[0]
     events = [e for e in sandbox.events("s1") if e["type"] == "left_out"]
     assert len(events) == 1 and events[0]["task"] == "T-1" and ("lane" in events[0]["data"]) == (lanes == "2")
+    logs = sandbox.tilth("logs", "s1").stdout
+    assert "the FAILED placeholder left out what the task may not keep: .github/workflows/ci.yml (modified)" in logs
     assert git(sandbox.repo, "show", "session/s1:t2.txt") == "two\n"
 
 
