@@ -74,7 +74,7 @@ def test_post_task_lint_reports_what_is_wrong_in_a_done_task_and_changes_nothing
         "T-1": [{"write": {"clean.py": "x = 1\n", "clean.json": "{\"a\": 1}\n"}}],
         "T-2": [{"write": {"broken.py": "x = 1\ndef f(:\n    pass\n", "config.json": "{\"a\": }\n",
                            "run.sh": "echo hi   \nif then\n", "ok.py": "y = 2\n"},
-                 "run": ["ln -s /etc/passwd leak.json"]}],
+                 "run": ["ln -s config.json leak.json"]}],  # a link to broken JSON, inside the worktree
     }}
     result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario)
     assert result.returncode == 0, result.stdout + result.stderr

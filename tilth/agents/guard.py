@@ -1,7 +1,10 @@
 """The harness's own inspection of an attempt's diff, before any evaluator: weakened tests
 (`tests_weakened`: an existing test file deleted or emptied, skip/xfail markers or skip calls
 added) and protected paths (`protected_path`: CI configuration by default, plus the
-`protected_paths` setting) reject the attempt, unless the task's `may_change` globs allow the path.
+`protected_paths` setting) reject the attempt, unless the task's `may_change` globs allow the path;
+a symlink the change adds or retargets that leads outside the worktree (`symlink_outside`) rejects it
+whatever `may_change` says. The same rules say what a FAILED or PARKED placeholder, or a lane's kept
+partial work, may hold (`run/keeping.py`): everything else the attempt changed.
 
 Globs are `fnmatch`-style on repository paths (`*` also matches `/`); a glob ending in `/` covers
 everything under that directory.
@@ -10,12 +13,13 @@ everything under that directory.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Iterable
 
 from tilth.store.ledger import Verdict
 
-TESTS_WEAKENED, PROTECTED_PATH = "tests_weakened", "protected_path"
+TESTS_WEAKENED, PROTECTED_PATH, SYMLINK_OUTSIDE = "tests_weakened", "protected_path", "symlink_outside"
 DEFAULT_PROTECTED = (".github/workflows/", ".gitlab-ci.yml", ".ci/")
 
 _TEST_FILE = re.compile(r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go|rb)$|"
@@ -42,43 +46,73 @@ def matches(path: str, globs: Iterable[str]) -> bool:
     return False
 
 
-def findings(changes: list[Any], protected: Iterable[str], may_change: Iterable[str]) -> dict[str, list[str]]:
-    """`{category: ["path (what)", ...]}` for every problem; `changes` have `path`, `status`,
-    `old_path`, `emptied` and `added_lines` (`git/gitops.FileChange`)."""
+@dataclass(frozen=True)
+class Refusal:
+    """One change a task may not keep: its category, the repository paths it touched (put back as the
+    task's starting point has them when a placeholder is made) and how the guard names it."""
+
+    category: str
+    paths: tuple[str, ...]
+    said: str
+
+
+def refusals(changes: list[Any], protected: Iterable[str], may_change: Iterable[str],
+             outside_links: dict[str, str] | None = None) -> list[Refusal]:
+    """What a task may not keep, the one definition the guard rejects an attempt by and a placeholder
+    leaves out by. `changes` have `path`, `status`, `old_path`, `emptied` and `added_lines`
+    (`git/gitops.FileChange`); `outside_links` maps each symlink of the change that leads outside the
+    worktree to its target (`git/left_out.links_leaving`), refused whatever `may_change` says."""
     protected, allowed = [*DEFAULT_PROTECTED, *protected], list(may_change)
-    found: dict[str, list[str]] = {}
+    found: list[Refusal] = []
     for change in changes:
         paths = {change.path, change.old_path} - {""}
         if any(matches(p, allowed) for p in paths):
             continue
-        touched = sorted(p for p in paths if matches(p, protected))
-        if touched:
-            found.setdefault(PROTECTED_PATH, []).extend(f"{p} ({change.status})" for p in touched)
+        found += [Refusal(PROTECTED_PATH, (p,), f"{p} ({change.status})") for p in sorted(paths)
+                  if matches(p, protected)]
         was_test = is_test_file(change.old_path or change.path)
         if was_test and change.status == "deleted":
-            found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (deleted)")
+            found.append(Refusal(TESTS_WEAKENED, (change.path,), f"{change.path} (deleted)"))
         elif was_test and change.status == "renamed" and not is_test_file(change.path):
-            found.setdefault(TESTS_WEAKENED, []).append(f"{change.old_path} (renamed to {change.path})")
+            found.append(Refusal(TESTS_WEAKENED, (change.old_path, change.path),
+                                 f"{change.old_path} (renamed to {change.path})"))
         elif was_test and change.emptied:
-            found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (emptied)")
+            found.append(Refusal(TESTS_WEAKENED, (change.path,), f"{change.path} (emptied)"))
         if change.path.endswith(_PROSE):
             continue
         markers = sorted({m.group(0).rstrip("( \t") for line in change.added_lines
                           if (m := _SKIP_MARKER.search(line))})
         if markers:
-            found.setdefault(TESTS_WEAKENED, []).append(f"{change.path} (adds {', '.join(markers)})")
-    return found
+            found.append(Refusal(TESTS_WEAKENED, (change.path,), f"{change.path} (adds {', '.join(markers)})"))
+    return found + [Refusal(SYMLINK_OUTSIDE, (path,), f"{path} (symlink to {target})")
+                    for path, target in sorted((outside_links or {}).items())]
+
+
+def grouped(found: list[Refusal]) -> dict[str, list[str]]:
+    """`{category: ["path (what)", ...]}`, each category in the order first met."""
+    by_category: dict[str, list[str]] = {}
+    for refusal in found:
+        by_category.setdefault(refusal.category, []).append(refusal.said)
+    return by_category
+
+
+def findings(changes: list[Any], protected: Iterable[str], may_change: Iterable[str],
+             outside_links: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """`{category: ["path (what)", ...]}` for every problem (`refusals`, grouped)."""
+    return grouped(refusals(changes, protected, may_change, outside_links))
 
 
 def guard_rejection(found: dict[str, list[str]]) -> Verdict | None:
     """The rejection the harness's findings earn (the first category decides; all are named), or None."""
     if not found:
         return None
-    category = TESTS_WEAKENED if TESTS_WEAKENED in found else PROTECTED_PATH
-    said = {TESTS_WEAKENED: "weakens existing tests", PROTECTED_PATH: "touches protected paths"}
+    category = next(c for c in (TESTS_WEAKENED, PROTECTED_PATH, SYMLINK_OUTSIDE) if c in found)
+    said = {TESTS_WEAKENED: "weakens existing tests", PROTECTED_PATH: "touches protected paths",
+            SYMLINK_OUTSIDE: "adds symlinks leading outside the worktree"}
     concern = "; ".join(f"the attempt {said[c]}: {', '.join(paths)}" for c, paths in found.items())
     return Verdict(verdict="reject", category=category,
                    concern=f"tilth inspected the diff and refused it before the evaluator: {concern}.",
                    evidence=[p for paths in found.values() for p in paths],
                    next_step="Restore the tests and protected files and make the change without weakening them "
-                             "(a task that must change them lists the paths in `may_change` in the plan).")
+                             "(a task that must change them lists the paths in `may_change` in the plan); a symlink "
+                             "must stay inside the worktree.")

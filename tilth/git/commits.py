@@ -18,6 +18,8 @@ TASK = "Tilth-Task"
 ITERATIONS = "Tilth-Iterations"
 OUTCOME = "Tilth-Outcome"
 REASON = "Tilth-Reason"
+LEFT_OUT = "Tilth-Left-Out"
+SHOWN_LEFT_OUT = 50
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -35,20 +37,33 @@ def done_message(session_id: str, task: Task, summary: str, iterations: int) -> 
     return f"{task.id}: {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
 
 
-def failed_message(session_id: str, task: Task, reason: str, iterations: int, last_concern: str) -> str:
+def _left_out(refused: list[str]) -> str:
+    """The body's paragraph naming what the placeholder does not hold, or nothing."""
+    if not refused:
+        return ""
+    more = f"\n- and {len(refused) - SHOWN_LEFT_OUT} more (the ledger lists them)" if len(refused) > SHOWN_LEFT_OUT else ""
+    return ("\n\nLeft out (changes tilth refuses, restored as the task's starting point has them):\n"
+            + "\n".join(f"- {_one_line(r)}" for r in refused[:SHOWN_LEFT_OUT]) + more)
+
+
+def failed_message(session_id: str, task: Task, reason: str, iterations: int, last_concern: str,
+                   left_out: list[str] | None = None) -> str:
     body = (
         "Placeholder for a task that ran out of attempts. It holds the partial work;\n"
         f"`tilth resume {session_id}` unwinds it so the retry continues from these edits."
     )
     if last_concern.strip():
         body += f"\n\nLast concern: {last_concern.strip()}"
+    body += _left_out(left_out or [])
     trailers = _trailers(
         [(SESSION, session_id), (TASK, task.id), (ITERATIONS, str(iterations)), (OUTCOME, "failed"), (REASON, reason)]
+        + ([(LEFT_OUT, "; ".join(left_out))] if left_out else [])
     )
     return f"FAILED ({task.id}): {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
 
 
-def parked_message(session_id: str, task: Task, asked_by: str, iterations: int, question: str, context: str) -> str:
+def parked_message(session_id: str, task: Task, asked_by: str, iterations: int, question: str, context: str,
+                   left_out: list[str] | None = None) -> str:
     body = (
         f"Placeholder for a task waiting for a person's answer (the {asked_by} asked). It holds the partial work;\n"
         f"`tilth answer {session_id} {task.id} \"...\"` puts the task back, and its retry continues from these edits."
@@ -56,8 +71,10 @@ def parked_message(session_id: str, task: Task, asked_by: str, iterations: int, 
     )
     if context.strip():
         body += f"\n\nContext: {context.strip()}"
+    body += _left_out(left_out or [])
     trailers = _trailers([(SESSION, session_id), (TASK, task.id), (ITERATIONS, str(iterations)), (OUTCOME, "parked"),
-                          (REASON, f"needs_human ({asked_by})")])
+                          (REASON, f"needs_human ({asked_by})")]
+                         + ([(LEFT_OUT, "; ".join(left_out))] if left_out else []))
     return f"PARKED ({task.id}): {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
 
 
@@ -71,6 +88,8 @@ class TaskCommit:
     title: str
     parked: bool = False
     """A PARKED placeholder: the task waits for an answer (never also `failed`)."""
+    left_out: str = ""
+    """A placeholder's `Tilth-Left-Out`: the refused changes it does not hold (cut to one line)."""
 
     @property
     def placeholder(self) -> bool:
@@ -101,6 +120,7 @@ def read_task_commit(commit: pygit2.Commit) -> TaskCommit | None:
         iterations=iterations,
         reason=trailers.get(REASON, ""),
         title=title,
+        left_out=trailers.get(LEFT_OUT, ""),
     )
 
 

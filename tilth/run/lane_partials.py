@@ -7,7 +7,9 @@ the ref goes once the task lands, its landing is refused (the redo starts clean 
 design), or it is no longer pending.
 
 The work is staged with the secret gate (`run/secret_gate.withhold`) like any attempt, so a secret
-it added is replaced before it is written into the user's repository.
+it added is replaced before it is written into the user's repository, and without what the task may
+not keep (`run/keeping.leave_out`: weakened tests, protected paths, symlinks leading outside), like a
+placeholder.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pygit2
 from tilth.git.lane_worktrees import common_repo, lanes_root, open_lane
 from tilth.git.partial_refs import (apply_partial, drop_partial, keep_partial, lane_start, partial_of, partial_ref,
                                     partial_tasks, stage_lane)
+from tilth.run.keeping import leave_out
 from tilth.run.outcomes import Workspace
 from tilth.run.secret_gate import withhold
 from tilth.store.events import EventLog, document
@@ -48,6 +51,9 @@ def keep(ws: Workspace, lane: pygit2.Repository, task_id: str, start: str, why: 
         stage_lane(lane, start)
         iteration = len(read_entries(ws.paths.ledger_dir, task_id))
         withhold(lane, Path(str(lane.workdir)), events, task_id, iteration)
+        task = next((t for t in load_current_plan(ws.paths.prd) if t.id == task_id), None)
+        leave_out(lane, ws.paths, events, ws.protected_paths(), task.may_change if task else [], task_id, iteration,
+                  "partial")
         sha = keep_partial(common_repo(ws.record.repo), lane, ws.record.id, task_id, start)
     except (OSError, pygit2.GitError, ValueError, KeyError) as exc:
         events.emit("partial_lost", task_id, why=why, error=f"{type(exc).__name__}: {exc}")

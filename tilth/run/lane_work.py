@@ -74,7 +74,7 @@ def begin(run: Any, task: Task, number: int, start: str, redo: int) -> tuple[Any
     git_dir = lane_git_dir(ws.record.repo, ws.record.id, task.id)
     confinement = replace(session_confinement(record.sandbox or "off", ws.paths, record, run.settings,
                                               agent_home=ws.paths.lane_home(task.id)), git_dir=git_dir)
-    lane_run = replace(run, ws=Workspace(ws.paths, record, repo, log, tip=start),
+    lane_run = replace(run, ws=Workspace(ws.paths, record, repo, log, tip=start, protected=ws.protected),
                        sources=Sources(ws.paths, repo, run.settings, log), sandbox=confinement,
                        hooks=Hooks(hook_dirs(ws.paths.home), path, log, ws.record.id, git_dir))
     return lane_run, log

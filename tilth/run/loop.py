@@ -13,14 +13,15 @@ from tilth.agents.accounting import CapReached, Caps
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.checks import enforce_change, enforce_checks, excused, run_checks
 from tilth.agents.confinement import Confinement
-from tilth.agents.guard import findings, guard_rejection
+from tilth.agents.guard import grouped, guard_rejection
 from tilth.agents.hooks import Hooks
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob
 from tilth.agents.verify import run_verifies, verify_rejection
 from tilth.core.config import Settings
-from tilth.git.gitops import describe_diff, diff_changes, staged_diff
+from tilth.git.gitops import describe_diff, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import lane_partials
+from tilth.run.keeping import refused
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
 from tilth.run.parking import no_second_park, take_answers
 from tilth.run.pausing import wait_out
@@ -163,7 +164,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     verifies: list[VerifyResult] = []
     verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
     if verdict is None:
-        verdict = guard_rejection(findings(diff_changes(ws.repo, diff), settings.protected_paths, task.may_change))
+        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change)))
     if verdict is None:
         verdict, verifies = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
     if (checked := no_second_park(ws.paths.dir, task.id, verdict)) is not verdict:

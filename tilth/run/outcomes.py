@@ -2,6 +2,9 @@
 
     commit (git is the truth)  ->  prd.json status  ->  progress line  ->  event
 
+A FAILED or PARKED placeholder holds the task's partial work without what the task may not keep
+(`run/keeping.py`: left out, put back in the worktree too, and named in the message and the ledger).
+
 A kill -9 between any two steps is repaired by recovery.reconcile, which re-derives the
 later steps from the commit's trailers.
 """
@@ -18,6 +21,7 @@ from tilth.core.faults import checkpoint
 from tilth.git.commits import done_message, failed_message, parked_message
 from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
                               soft_reset, stage_all)
+from tilth.run.keeping import leave_out
 from tilth.run.secret_gate import Added, withhold
 from tilth.store.answers import record_question
 from tilth.store.daily_memory import agent_label, note_outcome
@@ -63,6 +67,19 @@ class Workspace:
     events: EventLog
     tip: str = field(default="")
     """The branch commit tilth last wrote or adopted; set by recovery.reconcile at the start of a run."""
+    protected: tuple[str, ...] | None = None
+    """The `protected_paths` in force (`session_run.prepare` sets the run's); None: the session's recorded ones."""
+
+    def protected_paths(self) -> list[str]:
+        if self.protected is not None:
+            return list(self.protected)
+        recorded = self.record.settings.get("protected_paths")
+        return [str(p) for p in recorded] if isinstance(recorded, list) else []
+
+    def leave_out(self, task: Task, iteration: int, placeholder: str) -> list[str]:
+        """The staged changes the task may not keep, put back before a placeholder (`run/keeping.py`)."""
+        return leave_out(self.repo, self.paths, self.events, self.protected_paths(), task.may_change, task.id,
+                         iteration, placeholder)
 
 
 def repair_head(ws: Workspace, task_id: str | None = None, iteration: int | None = None) -> None:
@@ -119,8 +136,9 @@ def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool 
 def commit_failed(ws: Workspace, task: Task, last: LedgerEntry) -> str:
     checkpoint("before_failed_commit", task.id)
     stage(ws, task, last.iter)
+    left_out = ws.leave_out(task, last.iter, "failed")
     reason = f"{EXHAUSTED} after {last.iter} attempts; last verdict {last.verdict.category or last.verdict.verdict}"
-    message = failed_message(ws.record.id, task, reason, last.iter, last.verdict.concern)
+    message = failed_message(ws.record.id, task, reason, last.iter, last.verdict.concern, left_out)
     sha = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
     ws.tip = sha
     ws.events.emit("failed_commit", task.id, last.iter, sha=sha, reason=reason)
@@ -138,7 +156,9 @@ def commit_parked(ws: Workspace, task: Task, asking: LedgerEntry) -> str:
     record_question(ws.paths.dir, task.id, asking.iter, verdict.asked_by, verdict.question, verdict.concern)
     checkpoint("before_parked_commit", task.id)
     stage(ws, task, asking.iter)
-    message = parked_message(ws.record.id, task, verdict.asked_by, asking.iter, verdict.question, verdict.concern)
+    left_out = ws.leave_out(task, asking.iter, "parked")
+    message = parked_message(ws.record.id, task, verdict.asked_by, asking.iter, verdict.question, verdict.concern,
+                             left_out)
     sha = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
     ws.tip = sha
     ws.events.emit("parked_commit", task.id, asking.iter, sha=sha, asked_by=verdict.asked_by,

@@ -131,7 +131,8 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     rollup = keep_rollup(events)
     meter = Meter.from_rollup(rollup)
     backend = make_backend(record.backend, settings, meter)
-    ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events)
+    ws = Workspace(paths, record, open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id)), events,
+                   protected=tuple(settings.protected_paths))
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     clear_lanes(ws)

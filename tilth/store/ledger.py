@@ -1,11 +1,14 @@
-"""ledger/<task_id>.jsonl: one entry per evaluator call, the evaluator's memory of a task."""
+"""ledger/<task_id>.jsonl: one entry per evaluator call, the evaluator's memory of a task; and a
+`left_out` line (`LeftOut`) where a placeholder or a lane's kept work left out changes the task may
+not keep. Each reader takes its own kind of line: `read_entries` never counts a `left_out` one as an
+attempt, and a tilth older than it skips it (it is no valid `LedgerEntry`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer, model_validator
 
 from tilth.core.clock import iso_ms
 from tilth.store.jsonio import append_jsonl, read_jsonl
@@ -134,6 +137,24 @@ class LedgerEntry(BaseModel):
         return _without_defaults(handler(self), verifies=[])
 
 
+LEFT_OUT: Literal["left_out"] = "left_out"
+
+
+class LeftOut(BaseModel):
+    """Changes tilth refused that a FAILED or PARKED placeholder (or a lane's kept partial work) does
+    not hold: put back as the task's starting point has them (`run/keeping.py`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["left_out"] = LEFT_OUT
+    ts: str = Field(default_factory=iso_ms)
+    iter: int
+    """The attempt whose work was kept without them."""
+    placeholder: Literal["failed", "parked", "partial"]
+    refused: list[str] = Field(min_length=1)
+    """Each as the guard names it: `tests/test_a.py (deleted)`, `tests (symlink to /x)`."""
+
+
 def ledger_path(ledger_dir: Path, task_id: str) -> Path:
     return ledger_dir / f"{task_id}.jsonl"
 
@@ -145,8 +166,26 @@ def append_entry(ledger_dir: Path, task_id: str, entry: LedgerEntry) -> None:
 def read_entries(ledger_dir: Path, task_id: str) -> list[LedgerEntry]:
     entries = []
     for row in read_jsonl(ledger_path(ledger_dir, task_id)):
+        if row.get("kind") == LEFT_OUT:
+            continue
         try:
             entries.append(LedgerEntry.model_validate(row))
         except ValidationError:
             continue
     return entries
+
+
+def append_left_out(ledger_dir: Path, task_id: str, left: LeftOut) -> None:
+    append_jsonl(ledger_path(ledger_dir, task_id), left.model_dump(mode="json"))
+
+
+def read_left_out(ledger_dir: Path, task_id: str) -> list[LeftOut]:
+    found = []
+    for row in read_jsonl(ledger_path(ledger_dir, task_id)):
+        if row.get("kind") != LEFT_OUT:
+            continue
+        try:
+            found.append(LeftOut.model_validate(row))
+        except ValidationError:
+            continue
+    return found

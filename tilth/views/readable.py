@@ -136,6 +136,9 @@ class Readable:
                                              + short(", ".join(d["paths"])),
             "secret_redacted": lambda d: "the change added secrets, replaced by [redacted] before any commit: "
                                          + short(", ".join(map(_secret_at, d["found"]))),
+            "left_out": lambda d: ("the kept partial work" if d.get("placeholder") == "partial" else
+                                   f"the {str(d.get('placeholder')).upper()} placeholder")
+            + " left out what the task may not keep: " + short(", ".join(d.get("refused") or [])),
             "stale_git_locks_removed": lambda d: f"removed stale git locks: {short(', '.join(d['paths']))}",
             "stale_temp_files_removed": lambda d: f"removed half-written temp files: {short(', '.join(d['files']))}",
             "progress_restored": lambda d: f"progress line restored from commit {short_sha(d)}",
