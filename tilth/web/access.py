@@ -27,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from tilth.store.dashboard_secret import DashboardSecret
+from tilth.web import pages
+from tilth.web.forms import login_form
 
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
 PUBLIC_PATHS = {"/favicon.ico", "/login"}
@@ -58,6 +60,15 @@ def csrf_token(request: Request) -> str:
     guard: Guard = request.scope["tilth.guard"]
     login = request.scope.get("tilth.login")
     return guard.csrf_for(login) if login else ""
+
+
+def login_page(request: Request, wanted: str, status: int, failed: bool = False) -> Response:
+    """What a request without a login gets: how to log in (and the token's form when there is one);
+    nothing of any session."""
+    guard: Guard = request.scope["tilth.guard"]
+    said = f"<p>This dashboard is yours alone: {HOW_TO_LOG_IN}.</p>"
+    form = login_form(wanted, failed) if guard.token else ""
+    return html(request, pages.page("tilth: log in", f"<h1>tilth</h1>{said}{form}", nonce(request)), status)
 
 
 def local_path(wanted: str | None) -> str:
@@ -158,8 +169,6 @@ class Guard:
         if request.url.path not in PUBLIC_PATHS and login is None and not (
                 request.method in SAFE_METHODS and self.bearer_ok(request)):
             if "text/html" in request.headers.get("accept", "") and request.method in SAFE_METHODS:
-                from tilth.web.acting import login_page  # the page that says how to log in
-
                 return login_page(request, local_path(request.url.path), 401)
             return PlainTextResponse(f"log in first: {HOW_TO_LOG_IN}\n", 401, headers={"WWW-Authenticate": "Bearer"})
         scope["tilth.login"] = login

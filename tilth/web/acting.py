@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from tilth.core.errors import TilthError
 from tilth.web import data, pages
 from tilth.store.dashboard_secret import LOGIN_PARAM
-from tilth.web.access import HOW_TO_LOG_IN, Guard, html, local_path, nonce, same
-from tilth.web.forms import MAX_TEXT, login_form
+from tilth.web.access import HOW_TO_LOG_IN, Guard, html, local_path, login_page, nonce, same
+from tilth.web.forms import MAX_TEXT
 
 FORM_BYTES = 64 << 10
 BY = "dashboard"
@@ -100,15 +100,6 @@ def action_routes(home: Path) -> dict[str, Callable]:
             return _reply(request, sid, 200, {"ok": True, "what": said})
         return endpoint
     return {kind: do(kind) for kind in ("answer", "note", "stop", "resume")}
-
-
-def login_page(request: Request, wanted: str, status: int, failed: bool = False) -> Response:
-    """What a request without a login gets: how to log in (and the token's form when there is one);
-    nothing of any session."""
-    guard: Guard = request.scope["tilth.guard"]
-    said = f"<p>This dashboard is yours alone: {HOW_TO_LOG_IN}.</p>"
-    form = login_form(wanted, failed) if guard.token else ""
-    return html(request, pages.page("tilth: log in", f"<h1>tilth</h1>{said}{form}", nonce(request)), status)
 
 
 def login_routes() -> tuple[Callable, Callable]:
