@@ -28,15 +28,16 @@ ASKS = {"write": {"partial.py": "# half done\n"}, "needs_human": {"question": QU
 SID = "mine-7f3"
 
 ATTACK = r"""
-import json, os, re, sys, urllib.error, urllib.request
+import http.cookiejar, json, os, re, sys, urllib.error, urllib.request
 
 url, sid, secret, logins = sys.argv[1:5]
+browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
 
 
 def go(path, data=None, headers={}):
     request = urllib.request.Request(url.rstrip("/") + path, data=data, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
+        with browser.open(request, timeout=10) as reply:
             return reply.status, reply.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -55,8 +56,9 @@ for name, read in (("secret", lambda: open(secret).read()), ("logins", lambda: o
         out[name] = type(exc).__name__
 print(json.dumps(out))
 """
-"""What an attacker sends: the session list, a session page (and its CSRF token, were there one), a note
-and an answer with the dashboard's own Origin, and a look at the secret and the unused login links."""
+"""What an attacker sends, keeping cookies as a browser does: the session list, a session page (and its
+CSRF token, were there one), a note and an answer with the dashboard's own Origin, and a look at the
+secret and the unused login links."""
 
 
 def parked(sandbox: Sandbox, sid: str = SID) -> Path:
