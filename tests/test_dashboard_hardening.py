@@ -1,6 +1,7 @@
 """The dashboard's defences, in process: the ASGI app `tilth serve` runs (`web/app.make_app`), driven
 by a minimal ASGI server in the test (the requests a browser or an attacker would send, and a
-client that stops reading). The token's sources go through `tilth serve`'s own parser. The same
+client that stops reading), logged in through one-time links made as `tilth serve --login` makes them.
+The token's sources go through `tilth serve`'s own parser. The same
 app behind uvicorn is what tests/test_dashboard.py and tests/test_dashboard_actions.py drive."""
 
 from __future__ import annotations
