@@ -28,9 +28,12 @@ TOKEN = "s3cret-token"
 
 
 class Served:
-    """A `tilth serve` subprocess on a free port; `url` from its first line."""
+    """A `tilth serve` subprocess on a free port; `url` from its first line, `login_url` (the one-time
+    login link it printed) from its second. `get` asks as a logged-in browser would (logged in once,
+    through that link) unless `signed_in=False`; `open_in` logs a Playwright page's browser in."""
 
     def __init__(self, sandbox, *args: str):
+        self.sandbox = sandbox
         self.proc = subprocess.Popen([sys.executable, "-m", "tilth", "serve", "--port", "0", *args],
                                      env=sandbox.env, cwd=sandbox.root, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
@@ -41,15 +44,36 @@ class Served:
             self.stop()
             raise AssertionError(f"tilth serve did not come up: {line!r} {self.proc.stderr.read()!r}")
         self.url = line.split()[1]
+        said = self.proc.stdout.readline()  # printed with the first line
+        assert said.startswith(f"log in: {self.url}login?once="), said
+        self.login_url: str | None = said.split()[2]
+        self.cookie: str | None = None
 
-    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
-        request = urllib.request.Request(self.url.rstrip("/") + path, headers=headers or {})
-        opener = urllib.request.build_opener(NoRedirect)
-        try:
-            with opener.open(request, timeout=10) as response:
-                return response.status, response.read().decode(), dict(response.headers)
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(), dict(exc.headers)
+    def new_login_url(self) -> str:
+        """The printed link while unused, then a new one each time, from `tilth serve --login`."""
+        link, self.login_url = self.login_url, None
+        if link is None:
+            made = self.sandbox.tilth("serve", "--login")
+            assert made.returncode == 0, made.stderr
+            link = made.stdout.split()[2]
+        return link
+
+    def log_in(self) -> str:
+        """A new login through a login link: the `Cookie` header value that carries it."""
+        status, _, headers = fetch(self.new_login_url())
+        assert status == 303 and headers["location"] == "/", (status, headers)
+        return headers["set-cookie"].split(";")[0]
+
+    def open_in(self, page) -> None:
+        """Log the page's browser in, as a person does: the login link, which ends on the first page."""
+        page.goto(self.new_login_url())
+        assert page.url == self.url, page.url
+
+    def get(self, path: str, headers: dict[str, str] | None = None,
+            signed_in: bool = True) -> tuple[int, str, dict[str, str]]:
+        if signed_in and self.cookie is None:
+            self.cookie = self.log_in()
+        return fetch(self.url.rstrip("/") + path, {**({"Cookie": self.cookie} if signed_in else {}), **(headers or {})})
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -59,6 +83,18 @@ class Served:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return self.proc.wait()
+
+
+def fetch(url: str, headers: dict[str, str] | None = None, data: bytes | None = None
+          ) -> tuple[int, str, dict[str, str]]:
+    """One request, redirects not followed: (status, body, headers)."""
+    request = urllib.request.Request(url, headers=headers or {}, data=data)
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, response.read().decode(), dict(response.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), dict(exc.headers)
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -118,6 +154,7 @@ def test_the_pages_follow_a_running_session_live(sandbox, daemon, served, browse
     daemon.reached(sid, "T-1")
     server = served()
     page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    server.open_in(page)
 
     page.goto(server.url)
     row = page.locator(f'tr[data-session="{sid}"]')
@@ -126,7 +163,7 @@ def test_the_pages_follow_a_running_session_live(sandbox, daemon, served, browse
     page.screenshot(path=tmp_path / "sessions.png")
 
     overview = browser.new_page()
-    overview.goto(server.url)
+    server.open_in(overview)
     overview.evaluate("window.notReloaded = true")
 
     page.goto(f"{server.url}s/{sid}")
@@ -200,46 +237,60 @@ def test_unknown_sessions_and_commits_are_404_and_a_damaged_session_is_one_line(
 
 
 @pytest.mark.slow
-def test_a_non_loopback_bind_needs_a_token_and_every_request_then_carries_it(sandbox, served) -> None:
-    refused = sandbox.tilth("serve", "--host", "0.0.0.0", "--port", "0")
-    assert refused.returncode == 2
-    assert refused.stdout == "" and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert "--token" in refused.stderr
-    assert not (sandbox.home / "serve.json").exists()
+def test_any_bind_needs_a_login_and_a_configured_token_is_another_way_in(sandbox, served) -> None:
+    server = served("--host", "0.0.0.0")
+    assert server.get("/", signed_in=False)[0] == 401
+    assert server.get("/", {"Host": "evil.example"})[0] == 200, "not loopback: any name, but only with the login"
+    assert server.stop() == 0
 
     server = served("--host", "0.0.0.0", "--token", TOKEN)
     assert json.loads((sandbox.home / "serve.json").read_text())["url"] == server.url
     assert TOKEN not in (sandbox.home / "serve.json").read_text()
-    assert server.get("/")[0] == 401
-    assert server.get("/api/sessions", {"Authorization": "Bearer wrong"})[0] == 401
-    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
-    status, _, headers = server.get(f"/?token={TOKEN}")
+    assert server.get("/", signed_in=False)[0] == 401
+    assert server.get("/api/sessions", {"Authorization": "Bearer wrong"}, signed_in=False)[0] == 401
+    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"}, signed_in=False)[0] == 200
+    status, _, headers = server.get(f"/?token={TOKEN}", signed_in=False)
     assert status == 303 and headers["location"] == "/"
     cookie = headers["set-cookie"].split(";")[0]
-    assert server.get("/", {"Cookie": cookie})[0] == 200
-    assert server.get("/live/sessions", {"Cookie": "tilth_token_1=" + TOKEN})[0] == 401
+    assert cookie.startswith(f"tilth_login_{server.url.rsplit(':', 1)[1].strip('/')}=") and TOKEN not in cookie
+    assert server.get("/", {"Cookie": cookie}, signed_in=False)[0] == 200
+    assert server.get("/live/sessions", {"Cookie": "tilth_login_1=" + cookie.split("=", 1)[1]},
+                      signed_in=False)[0] == 401
 
     started = sandbox.start("with-dash", [task("T-1")])
     assert f"dashboard: {server.url}s/with-dash" in started.stdout
     assert server.stop() == 0
     assert not (sandbox.home / "serve.json").exists()
     assert "dashboard:" not in sandbox.start("without-dash", [task("T-1")]).stdout
+    assert "no dashboard is running" in sandbox.tilth("serve", "--login").stderr
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.mark.slow
-def test_daemon_serve_runs_the_dashboard_as_a_child_and_stops_it(sandbox, daemon) -> None:
-    started = sandbox.tilth("daemon", "--serve", "0")
-    assert started.returncode == 0, started.stderr
-    serve_json = sandbox.home / "serve.json"
-    from supervised import wait_until
+def test_daemon_serve_prints_the_login_link_runs_the_dashboard_as_a_child_and_stops_it(sandbox, daemon) -> None:
+    from supervised import alive, wait_until
 
+    started = sandbox.tilth("daemon", "--serve", str(free_port()))
+    assert started.returncode == 0, started.stderr
+    said = dict(line.split(": ", 1) for line in started.stdout.splitlines() if ": " in line)
+    serve_json = sandbox.home / "serve.json"
     wait_until(sandbox.home, serve_json.exists, "the dashboard to publish serve.json")
     info = json.loads(serve_json.read_text())
-    with urllib.request.urlopen(info["url"] + "api/sessions", timeout=10) as response:
-        assert response.status == 200
+    assert said["dashboard"].startswith(info["url"])
+    link = said["log in"].split()[0]
+    assert fetch(info["url"] + "api/sessions")[0] == 401
+    status, _, headers = fetch(link)
+    assert status == 303 and fetch(info["url"] + "api/sessions", {"Cookie": headers["set-cookie"].split(";")[0]})[0] == 200
+    assert fetch(link)[0] == 401, "the link works once"
+    log = sandbox.home / "daemon.log"
+    wait_until(sandbox.home, lambda: "log in:" in log.read_text(), "the dashboard's lines in the log")
+    assert "once=" not in log.read_text(), "no login link is left in the log"
     assert sandbox.tilth("daemon", "stop", "--timeout", "20").returncode == 0
-    from supervised import alive
-
     assert not serve_json.exists() and not alive(info["pid"])
 
 
@@ -286,8 +337,8 @@ def test_the_token_from_a_file_or_the_environment_stays_out_of_ps_and_live_strea
     held.write_text(TOKEN + "\n")
     server = served("--token-file", str(held))
     assert TOKEN.encode() not in Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
-    assert server.get("/api/sessions")[0] == 401
-    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    assert server.get("/api/sessions", signed_in=False)[0] == 401
+    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"}, signed_in=False)[0] == 200
 
     most = StreamGate().most
     streams = [open_stream(server.url, "/live/sessions", TOKEN) for _ in range(most)]
@@ -303,8 +354,8 @@ def test_the_token_from_a_file_or_the_environment_stays_out_of_ps_and_live_strea
 
     sandbox.env["TILTH_DASHBOARD_TOKEN"] = "from-the-environment"
     server = served()
-    assert server.get("/api/sessions", {"Authorization": "Bearer from-the-environment"})[0] == 200
-    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"})[0] == 401
+    assert server.get("/api/sessions", {"Authorization": "Bearer from-the-environment"}, signed_in=False)[0] == 200
+    assert server.get("/api/sessions", {"Authorization": f"Bearer {TOKEN}"}, signed_in=False)[0] == 401
 
 
 @pytest.mark.slow

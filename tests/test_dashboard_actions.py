@@ -47,6 +47,7 @@ def test_a_person_acts_from_the_dashboard_at_phone_width(sandbox, daemon, fake, 
     assert parked.returncode == 5, parked.stdout + parked.stderr
     server = served()  # its environment (the model's) is what the supervisor it starts runs with
     page = browser.new_page(viewport=PHONE)
+    server.open_in(page)
 
     # The first page leads with the question: its text (as text), the task, how long it has waited.
     page.goto(server.url)
@@ -97,6 +98,7 @@ def test_a_person_acts_from_the_dashboard_at_phone_width(sandbox, daemon, fake, 
     server = served()
     daemon.start("held-1", [task("T-1"), task("T-2")], daemon.held("held-1", "T-1"))
     daemon.reached("held-1", "T-1")
+    server.open_in(page)  # another port: another login
     page.goto(f"{server.url}s/held-1")
     expect(page.locator("#head .state")).to_have_text("running")
     page.locator("#note-text").fill(NOTE)

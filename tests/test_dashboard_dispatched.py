@@ -81,7 +81,7 @@ def test_a_dispatched_session_is_shown_escaped_and_answered_from_its_page(sandbo
     assert "etc" not in body and "&lt;b&gt;x" not in body, "an id that is not a session id is never listed"
 
     page = browser.new_page()
-    page.goto(server.url)
+    server.open_in(page)
     row = page.locator('tr[data-session="far-1"]')
     expect(row).to_have_attribute("data-dispatched", "1")
     expect(row.locator(".badge.dispatched")).to_have_text("dispatched")

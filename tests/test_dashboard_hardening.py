@@ -1,19 +1,24 @@
 """The dashboard's defences, in process: the ASGI app `tilth serve` runs (`web/app.make_app`), driven
 by a minimal ASGI server in the test (the requests a browser or an attacker would send, and a
-client that stops reading). The token's sources go through `tilth serve`'s own parser. The same
+client that stops reading), logged in through one-time links made as `tilth serve --login` makes them.
+The token's sources go through `tilth serve`'s own parser. The same
 app behind uvicorn is what tests/test_dashboard.py and tests/test_dashboard_actions.py drive."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from tilth.core.errors import BadInput
+from tilth.store.dashboard_secret import LOGIN_TTL_S, DashboardSecret
 from tilth.web.app import make_app
 from tilth.web.streaming import StreamGate
 
@@ -80,62 +85,116 @@ def home(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_token_cookie_is_named_for_the_port_and_a_login_never_leaves_the_dashboard(home: Path) -> None:
+def cookie_of(reply: Reply) -> str:
+    [(name, value)] = reply.cookies().items()
+    return f"{name}={value}"
+
+
+async def logged_in(app, home: Path) -> str:
+    """A new login through a one-time link, as `tilth serve --login` makes one: its `cookie` header."""
+    link = DashboardSecret(home).mint_login()
+    reply = await ask(app, "GET", "/login", query=f"once={link}")
+    assert reply.status == 303 and reply.header("location") == "/", reply.status
+    return cookie_of(reply)
+
+
+def test_the_login_cookie_is_named_for_the_port_and_a_login_never_leaves_the_dashboard(home: Path) -> None:
     app = make_app(home, TOKEN, loopback_only=False)
 
     async def scenario() -> None:
         assert (await ask(app, "GET", "/api/sessions")).status == 401
         once = await ask(app, "GET", "//evil.example/x", query=f"token={TOKEN}")
         assert once.status == 303 and once.header("location") == "/", "a // path would be another site"
-        assert once.cookies() == {f"tilth_token_{PORT}": TOKEN}
-        assert (await ask(app, "GET", "/api/sessions", {"cookie": f"tilth_token_{PORT}={TOKEN}"})).status == 200
-        assert (await ask(app, "GET", "/api/sessions", {"cookie": f"tilth_token_9999={TOKEN}"})).status == 401
+        [(name, value)] = once.cookies().items()
+        assert name == f"tilth_login_{PORT}" and TOKEN not in value, "the cookie is a login, never the token"
+        assert {"HttpOnly", "SameSite=strict", "Path=/"} <= {p.strip() for p in once.header("set-cookie").split(";")}
+        assert (await ask(app, "GET", "/api/sessions", {"cookie": f"{name}={value}"})).status == 200
+        assert (await ask(app, "GET", "/api/sessions", {"cookie": f"tilth_login_9999={value}"})).status == 401
+        tampered = value[:-1] + ("1" if value.endswith("0") else "0")
+        assert (await ask(app, "GET", "/api/sessions", {"cookie": f"{name}={tampered}"})).status == 401
 
         page = await ask(app, "GET", "/s/odd-1", {"accept": "text/html"})
-        assert page.status == 303 and page.header("location") == "/login?next=%2Fs%2Fodd-1"
-        form = await ask(app, "GET", "/login", query="next=/s/odd-1")
-        csrf_cookie = form.cookies()[f"tilth_csrf_{PORT}"]
-        csrf = re.search(r'name="csrf" value="([^"]+)"', form.body).group(1)
-        cookie = {"cookie": f"tilth_csrf_{PORT}={csrf_cookie}"}
+        assert page.status == 401 and "tilth serve --login" in page.body and 'name="next" value="/s/odd-1"' in page.body
+        assert "One" not in page.body and "csrf" not in page.body, "nothing of the session"
+        here = {"origin": f"http://127.0.0.1:{PORT}"}
         for wanted, lands in (("/s/odd-1", "/s/odd-1"), ("//evil.example", "/"), ("https://evil.example/", "/"),
                               ("/\\evil.example", "/"), ("javascript:alert(1)", "/"), ("", "/")):
-            signed = await ask(app, "POST", "/login", cookie, f"csrf={csrf}&token={TOKEN}&next={wanted}")
+            signed = await ask(app, "POST", "/login", here, f"token={TOKEN}&next={wanted}")
             assert signed.status == 303 and signed.header("location") == lands, wanted
-            assert signed.cookies() == {f"tilth_token_{PORT}": TOKEN}
-        wrong = await ask(app, "POST", "/login", cookie, f"csrf={csrf}&token=nope&next=/")
+            assert list(signed.cookies()) == [f"tilth_login_{PORT}"]
+        wrong = await ask(app, "POST", "/login", here, "token=nope&next=/")
         assert wrong.status == 303 and "failed=1" in wrong.header("location") and not wrong.cookies()
-        no_csrf = await ask(app, "POST", "/login", cookie, f"token={TOKEN}&next=/")
-        assert no_csrf.status == 403 and not no_csrf.cookies()
+        for origin in ({}, {"origin": "null"}, {"origin": "http://evil.example"}):
+            elsewhere = await ask(app, "POST", "/login", origin, f"token={TOKEN}&next=/")
+            assert elsewhere.status == 403 and not elsewhere.cookies(), origin
 
     run(scenario())
 
 
-def test_a_post_without_the_csrf_token_or_from_another_site_is_refused(home: Path) -> None:
-    app = make_app(home)  # loopback, no token: the CSRF token is what stops another site's form
+def test_only_a_login_acts_and_only_with_its_own_csrf_token_from_the_dashboards_page(home: Path) -> None:
+    """`tilth serve` with its defaults: what another local user or an agent on the host's loopback can
+    send gets nothing and changes nothing."""
+    app = make_app(home)
+    secret = DashboardSecret(home)
+    inbox = home / "sessions" / "odd-1" / "inbox.jsonl"
+
+    async def csrf_of(cookie: str) -> str:
+        page = await ask(app, "GET", "/s/odd-1", {"cookie": cookie})
+        assert page.status == 200
+        return re.search(r'name="csrf" value="([^"]+)"', page.body).group(1)
+
+    async def note(headers: dict[str, str], body: str) -> Reply:
+        return await ask(app, "POST", "/s/odd-1/note", {**headers, "accept": "application/json"}, body)
 
     async def scenario() -> None:
-        page = await ask(app, "GET", "/s/odd-1")
-        assert page.status == 200
-        browser = page.cookies()[f"tilth_csrf_{PORT}"]
-        csrf = re.search(r'name="csrf" value="([^"]+)"', page.body).group(1)
-        cookie = f"tilth_csrf_{PORT}={browser}"
-        for headers, body in (({"cookie": cookie}, "text=hi"), ({"cookie": cookie}, "csrf=forged&text=hi"),
-                              ({}, f"csrf={csrf}&text=hi"),
-                              ({"cookie": cookie, "origin": "http://evil.example"}, f"csrf={csrf}&text=hi")):
-            refused = await ask(app, "POST", "/s/odd-1/note", {**headers, "accept": "application/json"}, body)
-            assert refused.status == 403 and json.loads(refused.body)["ok"] is False, (headers, body)
-        assert not (home / "sessions" / "odd-1" / "inbox.jsonl").exists(), "a refused POST does nothing"
-        passed = await ask(app, "POST", "/s/odd-1/note", {"cookie": cookie, "accept": "application/json",
-                                                          "origin": f"http://127.0.0.1:{PORT}"}, f"csrf={csrf}&text=hi")
-        assert passed.status == 200 and json.loads(passed.body)["ok"] is True, passed.body
-        notes = (home / "sessions" / "odd-1" / "inbox.jsonl").read_text()
-        assert '"hi"' in notes and notes.count("\n") == 1
+        link = secret.mint_login()
+        first = await ask(app, "GET", "/login", query=f"once={link}")
+        assert first.status == 303 and first.header("location") == "/", "the link leaves the address bar"
+        again = await ask(app, "GET", "/login", query=f"once={link}")
+        assert again.status == 401 and not again.cookies() and "used already" in again.body, "a link works once"
+        mine, theirs = cookie_of(first), await logged_in(app, home)
+        csrf, their_csrf = await csrf_of(mine), await csrf_of(theirs)
+        assert csrf != their_csrf
+
+        for path in ("/api/sessions", "/api/s/odd-1", "/s/odd-1", "/", "/live/sessions", "/s/odd-1/live/log"):
+            for accept in ("text/html", "*/*"):
+                nobody = await ask(app, "GET", path, {"accept": accept})
+                assert nobody.status == 401 and "odd-1" not in nobody.body and "csrf" not in nobody.body, path
+        here = f"http://127.0.0.1:{PORT}"
+        for headers, body in (({"origin": here}, f"csrf={csrf}&text=hi"),                     # no login
+                              ({"cookie": theirs, "origin": here}, f"csrf={csrf}&text=hi"),   # another login's token
+                              ({"cookie": mine}, f"csrf={csrf}&text=hi"),                     # no Origin
+                              ({"cookie": mine, "origin": "null"}, f"csrf={csrf}&text=hi"),
+                              ({"cookie": mine, "origin": "http://evil.example"}, f"csrf={csrf}&text=hi"),
+                              ({"cookie": mine, "origin": "http://127.0.0.1:1"}, f"csrf={csrf}&text=hi"),
+                              ({"cookie": mine, "origin": here}, "text=hi"),
+                              ({"cookie": mine, "origin": here}, "csrf=forged&text=hi")):
+            refused = await note(headers, body)
+            assert refused.status in (401, 403), (headers, body, refused.status)
+            assert refused.status == 401 or json.loads(refused.body)["ok"] is False
+        assert not inbox.exists(), "a refused POST does nothing"
+        for cookie, token in ((mine, csrf), (theirs, their_csrf)):
+            passed = await note({"cookie": cookie, "origin": here}, f"csrf={token}&text=hi")
+            assert passed.status == 200 and json.loads(passed.body)["ok"] is True, passed.body
+        assert inbox.read_text().count("\n") == 2
+
+        unused, stale = secret.mint_login(), secret.mint_login()
+        aged = time.time() - LOGIN_TTL_S - 60
+        os.utime(secret.logins / hashlib.sha256(stale.encode()).hexdigest(), (aged, aged))
+        assert (await ask(app, "GET", "/login", query=f"once={stale}")).status == 401, "an expired link"
+        secret.rotate()
+        assert (await ask(app, "GET", "/api/sessions", {"cookie": mine})).status == 401, "a rotation ends every login"
+        assert (await note({"cookie": mine, "origin": here}, f"csrf={csrf}&text=hi")).status == 401
+        assert (await ask(app, "GET", "/login", query=f"once={unused}")).status == 401, "and every unused link"
+        assert inbox.read_text().count("\n") == 2
+        assert (await ask(app, "GET", "/api/sessions", {"cookie": await logged_in(app, home)})).status == 200
 
     run(scenario())
 
 
 def test_an_odd_last_event_id_starts_the_log_from_its_end(home: Path) -> None:
     app = make_app(home)
+    cookie = ""
 
     async def first_message(last_event_id: str) -> str:
         got: asyncio.Queue = asyncio.Queue()
@@ -147,8 +206,8 @@ def test_an_odd_last_event_id_starts_the_log_from_its_end(home: Path) -> None:
         async def send(message: dict) -> None:
             await got.put(message)
 
-        task = asyncio.ensure_future(app(scope("GET", "/s/odd-1/live/log", {"last-event-id": last_event_id}),
-                                         receive, send))
+        task = asyncio.ensure_future(app(scope("GET", "/s/odd-1/live/log", {"last-event-id": last_event_id,
+                                                                            "cookie": cookie}), receive, send))
         start = await asyncio.wait_for(got.get(), 10)
         body = await asyncio.wait_for(got.get(), 10)
         task.cancel()
@@ -156,6 +215,8 @@ def test_an_odd_last_event_id_starts_the_log_from_its_end(home: Path) -> None:
         return body["body"].decode()
 
     async def scenario() -> None:
+        nonlocal cookie
+        cookie = await logged_in(app, home)
         for odd in ("²", "9" * 5000, "-1", "1e5", "abc", " 3", "99999999999999999999", ""):
             first = await first_message(odd)
             assert "event: lines" in first and "[T-1] started" in first, (odd, first)
@@ -172,6 +233,7 @@ def test_live_streams_are_capped_and_a_client_that_stops_reading_is_dropped(home
         return {"type": "http.disconnect"}
 
     async def scenario() -> None:
+        signed = {"cookie": await logged_in(app, home)}
         stuck = asyncio.Event()
 
         async def stalled_send(message: dict) -> None:
@@ -182,11 +244,11 @@ def test_live_streams_are_capped_and_a_client_that_stops_reading_is_dropped(home
         async def reading_send(message: dict) -> None:
             pass
 
-        stalled = asyncio.ensure_future(app(scope("GET", "/s/odd-1/live/log"), never_says_goodbye, stalled_send))
-        reading = asyncio.ensure_future(app(scope("GET", "/live/sessions"), never_says_goodbye, reading_send))
+        stalled = asyncio.ensure_future(app(scope("GET", "/s/odd-1/live/log", signed), never_says_goodbye, stalled_send))
+        reading = asyncio.ensure_future(app(scope("GET", "/live/sessions", signed), never_says_goodbye, reading_send))
         await asyncio.wait_for(stuck.wait(), 10)
         assert gate.open == 2
-        busy = await ask(app, "GET", "/live/sessions")
+        busy = await ask(app, "GET", "/live/sessions", signed)
         assert busy.status == 503 and busy.header("retry-after") == "5", "a third stream is refused"
 
         await asyncio.wait_for(stalled, 5)  # dropped after stall_s, not held for ever

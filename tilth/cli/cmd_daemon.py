@@ -64,6 +64,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         rescan = [] if args.rescan is None else ["--rescan", str(args.rescan)]
         dashboard = [] if args.serve is None else ["--serve", str(args.serve)]
         argv = [sys.executable, "-m", "tilth.daemon", *rescan, *dashboard]
+        if args.serve is not None:
+            print(dashboard_lines(home, args.serve), flush=True)
         os.execv(sys.executable, argv)
     running = control.running_pid(home)
     if running is not None:
@@ -71,9 +73,22 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     pid = control.start_detached(home, rescan=args.rescan, serve=args.serve)
     print(f"supervisor started (pid {pid}); log: {control.DaemonPaths(home).log}")
     if args.serve is not None:
-        where = f"http://127.0.0.1:{args.serve}/" if args.serve else f"a free port (its address: {home / 'serve.json'})"
-        print(f"dashboard: {where} (the supervisor's child; it stops with the supervisor)")
+        print(dashboard_lines(home, args.serve))
     return 0
+
+
+def dashboard_lines(home: Path, port: int) -> str:
+    """Where the supervisor's dashboard listens and its one-time login link: its own output goes to a
+    log, so the link a person clicks is made and printed here."""
+    if not port:
+        return (f"dashboard: a free port (its address: {home / 'serve.json'}; the supervisor's child, it stops with "
+                "the supervisor)\nlog in: `tilth serve --login` prints a one-time login link once it is up")
+    from tilth.store.dashboard_secret import DashboardSecret, login_link
+
+    url = f"http://127.0.0.1:{port}/"
+    return (f"dashboard: {url} (the supervisor's child; it stops with the supervisor)\n"
+            f"log in: {login_link(url, DashboardSecret(home).mint_login())}  (works once; `tilth serve --login` "
+            "prints another)")
 
 
 def daemon_status(home) -> int:

@@ -1,7 +1,9 @@
 """`tilth serve`: the live web dashboard of $TILTH_HOME (`web/`), where a person answers, notes,
-stops and resumes (`actions/`), and the line `tilth start` prints when one is running. The token
-comes from `--token-file` or `--token` (seen by anyone who can list processes), else
-$TILTH_DASHBOARD_TOKEN. The web stack (starlette, uvicorn) is imported by the handler only."""
+stops and resumes (`actions/`), and the line `tilth start` prints when one is running. It always needs
+a login: the one-time link it prints, `tilth serve --login` (another link for the running dashboard),
+`--rotate-secret` (a new secret: every login ends). A configured token is another way in: from
+`--token-file` or `--token` (seen by anyone who can list processes), else $TILTH_DASHBOARD_TOKEN.
+The web stack (starlette, uvicorn) is imported by the server only."""
 
 from __future__ import annotations
 
@@ -46,11 +48,33 @@ def token_from(args: argparse.Namespace) -> str | None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from tilth.store.home import tilth_home
+
+    if args.rotate_secret or args.login:
+        return login_commands(tilth_home(), args.rotate_secret, args.login)
     from tilth.web.server import serve
 
     token = token_from(args)
     return serve(tilth_home(), args.host, args.port, token, exit_with=args.exit_with,
                  echo=lambda line: print(line, flush=True))
+
+
+def login_commands(home, rotate: bool, login: bool) -> int:
+    """`--rotate-secret` and/or `--login`: no server is started."""
+    from tilth.store.dashboard_secret import DashboardSecret, login_link
+    from tilth.web.presence import running_url
+
+    secret = DashboardSecret(home)
+    if rotate:
+        secret.rotate()
+        print(f"a new dashboard secret is in {secret.file}: every browser must log in again (a running "
+              "dashboard takes it at its next request)" + ("" if login else "; `tilth serve --login` prints a link"))
+    if login:
+        secret.value()  # someone else's dashboard says so before "none is running" would mislead
+        url = running_url(home)
+        if url is None:
+            raise BadInput(f"no dashboard is running for {home}; `tilth serve` starts one and prints its login link")
+        print(f"log in: {login_link(url, secret.mint_login())}  (works once, within a day)")
+    return 0
 
 
 def dashboard_line(session_id: str) -> str | None:
@@ -75,12 +99,15 @@ def _port(text: str) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="a live web dashboard of every session, to answer, note, stop and resume "
-                                         "from (loopback unless it has a token)")
-    serve.add_argument("--host", default=DEFAULT_HOST,
-                       help=f"address to listen on (default: {DEFAULT_HOST}); anything but loopback needs a token")
+                                         "from; open the one-time login link it prints")
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: a free one)")
-    serve.add_argument("--token-file", metavar="PATH", help="require the token in this file on every request "
-                       "(`?token=` or the login form once, then a cookie; or `Authorization: Bearer`)")
+    serve.add_argument("--login", action="store_true", help="print a new one-time login link for the dashboard "
+                       "running for this $TILTH_HOME, and exit")
+    serve.add_argument("--rotate-secret", action="store_true", help="make a new dashboard secret (every browser "
+                       "must log in again, unused login links stop working), and exit")
+    serve.add_argument("--token-file", metavar="PATH", help="also let in whoever gives the token in this file "
+                       "(`?token=` or the login form once, then a cookie; or `Authorization: Bearer` to read)")
     serve.add_argument("--token", help=f"the token itself (visible in `ps`: prefer --token-file or ${TOKEN_ENV})")
     serve.add_argument("--exit-with", type=int, default=None, help=argparse.SUPPRESS)  # the supervisor's pid
     serve.set_defaults(handler=cmd_serve)

@@ -1,8 +1,9 @@
 """The dashboard's POST routes: answer, note, stop, resume (each the same operation the CLI's command
 calls, `actions/`, with by="dashboard", so it is recorded as the CLI's would be and works for a
-dispatched session too), and the login form. Every POST carries the CSRF token (`web/access.py`) and comes
-from this dashboard's own pages (an `Origin` of another site is refused); the body is a small
-urlencoded form read here (no multipart parser). The page's script asks for JSON (`Accept:
+dispatched session too), and the login: a one-time link (`GET /login?once=...`) or the configured
+token's form. Every POST comes from this dashboard's own pages (`Origin`, checked by `web/access.py`
+before any route) and, but the login form, carries the CSRF token of the login that sends it; the body
+is a small urlencoded form read here (no multipart parser). The page's script asks for JSON (`Accept:
 application/json`: {ok, what} or {ok: false, error}); a plain form post gets a 303 back to the page.
 """
 
@@ -11,15 +12,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from tilth.core.errors import TilthError
 from tilth.web import data, pages
-from tilth.web.access import Guard, csrf_token, html, local_path, nonce, same
-from tilth.web.forms import MAX_TEXT, login_form
+from tilth.store.dashboard_secret import LOGIN_PARAM
+from tilth.web.access import HOW_TO_LOG_IN, Guard, html, local_path, login_page, nonce, same
+from tilth.web.forms import MAX_TEXT
 
 FORM_BYTES = 64 << 10
 BY = "dashboard"
@@ -33,11 +35,8 @@ class Refused(Exception):
         self.status = status
 
 
-async def read_form(request: Request) -> dict[str, str]:
-    """The urlencoded body, checked: size, same origin, the CSRF token."""
-    origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
-        raise Refused(403, "this form was sent from another site; use the dashboard's own page")
+async def read_form(request: Request, csrf: bool = True) -> dict[str, str]:
+    """The urlencoded body, checked: its size and (with `csrf`) the CSRF token of this request's login."""
     body = b""
     async for chunk in request.stream():
         body += chunk
@@ -48,7 +47,7 @@ async def read_form(request: Request) -> dict[str, str]:
     except UnicodeDecodeError:
         raise Refused(400, "the form is not UTF-8") from None
     guard: Guard = request.scope["tilth.guard"]
-    if not guard.csrf_ok(request, form.get("csrf")):
+    if csrf and not guard.csrf_ok(request, form.get("csrf")):
         raise Refused(403, "the form's CSRF token is missing or stale: reload the page and try again")
     return form
 
@@ -104,27 +103,34 @@ def action_routes(home: Path) -> dict[str, Callable]:
 
 
 def login_routes() -> tuple[Callable, Callable]:
-    """GET /login: the form; POST /login: the token checked, the cookie set, back to `next` (a path
-    on this dashboard only)."""
+    """GET /login?once=<token>: a one-time link used, the cookie set, on to the first page (so the link
+    leaves the address bar); GET /login: how to log in; POST /login: the configured token checked, the
+    cookie set, back to `next` (a path on this dashboard only)."""
     async def show(request: Request) -> Response:
         guard: Guard = request.scope["tilth.guard"]
+        once = request.query_params.get(LOGIN_PARAM)
+        if once is not None:
+            if not await asyncio.to_thread(guard.secret.use_login, once):
+                return html(request, pages.message_page(
+                    "log in", f"This login link was used already or has expired: {HOW_TO_LOG_IN}.",
+                    nonce(request)), 401)
+            response = RedirectResponse("/", 303)
+            guard.sign_in(response, request.scope)
+            return response
         wanted = local_path(request.query_params.get("next"))
-        if guard.token is None:
+        if request.scope.get("tilth.login"):
             return RedirectResponse(wanted, 303)
         failed = request.query_params.get("failed") == "1"
-        return html(request, pages.page("tilth login", login_form(wanted, csrf_token(request), failed),
-                                         nonce(request)), 401 if failed else 200)
+        return login_page(request, wanted, 401 if failed else 200, failed)
 
     async def submit(request: Request) -> Response:
         guard: Guard = request.scope["tilth.guard"]
         try:
-            form = await read_form(request)
+            form = await read_form(request, csrf=False)  # no login to bind it to yet; the Origin was checked
         except Refused as exc:
             return html(request, pages.message_page("not done", str(exc), nonce(request)), exc.status)
         wanted = local_path(form.get("next"))
-        if guard.token is None:
-            return RedirectResponse(wanted, 303)
-        if not same(form.get("token", ""), guard.token):
+        if guard.token is None or not same(form.get("token", ""), guard.token):
             return RedirectResponse("/login?" + urlencode({"next": wanted, "failed": "1"}), 303)
         response = RedirectResponse(wanted, 303)
         guard.sign_in(response, request.scope)

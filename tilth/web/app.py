@@ -5,7 +5,7 @@
   /s/<id>/commit/<sha>        one commit of session/<id>        /s/<id>/live/{state,log}  its SSE streams
   /live/sessions              the first page's stream           /favicon.ico        the icon
   POST /s/<id>/{answer,note,stop,resume}   a person's action (`web/acting.py`)
-  /login                      the token's form (GET), checked (POST)
+  /login                      a one-time login link used (GET ?once=), how to log in (GET), the token checked (POST)
 
 Ids are checked with `store/home.check_session_id`; an unknown session or commit is a 404. Who
 may ask, the CSRF token and the headers are `web/access.py`'s; how a stream is sent, capped and
@@ -111,4 +111,4 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
         return html(request, pages.message_page("not found", f"nothing at {request.url.path}", nonce(request)), 404)
 
     app = Starlette(routes=routes, exception_handlers={404: unknown})
-    return Guard(app, token, loopback_only)
+    return Guard(app, home, token, loopback_only)

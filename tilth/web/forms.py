@@ -59,9 +59,10 @@ def controls(sid: str, s: dict[str, Any], csrf: str, resumable: tuple[str, ...] 
     return f'{note}<div class="buttons" data-state="{e(state)}">{buttons}</div>'
 
 
-def login_form(wanted: str, csrf: str, failed: bool) -> str:
+def login_form(wanted: str, failed: bool) -> str:
+    """The configured token's form (a one-time login link needs none)."""
     said = '<p class="error">that token is not right</p>' if failed else ""
-    inner = (f'<input type="hidden" name="next" value="{e(wanted)}"><label for="token">token</label>'
+    inner = (f'<input type="hidden" name="next" value="{e(wanted)}"><label for="token">or the token</label>'
              '<input id="token" name="token" type="password" autocomplete="current-password" required>'
              '<button type="submit">open</button>')
-    return f"<h1>tilth</h1>{said}<p>This dashboard needs its token.</p>" + _form("/login", csrf, inner, "login")
+    return f'{said}<form method="post" action="/login" class="act login">{inner}</form>'

@@ -1,7 +1,8 @@
-"""`tilth serve` running: bind the socket first (a port in use, or a non-loopback address
-without a token, is one line and exit 2, before anything else), claim `serve.lock` and publish
-`serve.json` (`web/presence.py`), serve with uvicorn until SIGTERM/SIGINT (or, started by the
-supervisor, until that parent is gone), then withdraw serve.json."""
+"""`tilth serve` running: bind the socket first (a port in use, or a secret others may read, is one
+line and exit 2, before anything else), claim `serve.lock` and publish `serve.json`
+(`web/presence.py`), print the address and a one-time login link (started by the supervisor: how to get
+one, since its output goes to a log; `tilth daemon --serve` prints the link itself), serve with uvicorn
+until SIGTERM/SIGINT (or, started by the supervisor, until that parent is gone), then withdraw serve.json."""
 
 from __future__ import annotations
 
@@ -29,12 +30,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None) -> None:
+def check_token(token: str | None) -> None:
     if token is not None and not token.strip():
         raise BadInput("the token is empty; pass a token every request must carry")
-    if not is_loopback(host) and not token:
-        raise BadInput(f"--host {host} is not loopback: the dashboard shows your code and sessions to anyone who "
-                       "can reach it, so give it a token (--token-file PATH or $TILTH_DASHBOARD_TOKEN; every request must then carry it)")
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -70,7 +68,11 @@ def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | 
     from tilth.web.app import make_app
     from tilth.web.streaming import quiet_dropped_streams
 
-    check_bind(host, token)
+    from tilth.store.dashboard_secret import DashboardSecret, login_link
+
+    check_token(token)
+    secret = DashboardSecret(home)
+    secret.value()
     sock = bind(host, port)
     presence = Presence(home)
     if not presence.claim():
@@ -81,7 +83,11 @@ def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | 
     url = url_of(sock, host)
     try:
         presence.publish(url)
-        echo(f"dashboard: {url}" + (" (token required)" if token else ""))
+        echo(f"dashboard: {url}")
+        if exit_with is None:
+            echo(f"log in: {login_link(url, secret.mint_login())}  (works once; `tilth serve --login` prints another)")
+        else:
+            echo("log in: `tilth serve --login` prints a one-time login link")
         sys.stdout.flush()
         app = make_app(home, token, loopback_only=is_loopback(host), stopping=lambda: server.should_exit)
         quiet_dropped_streams()
