@@ -131,3 +131,41 @@ def assert_nothing_created(sandbox) -> None:
     for sub in ("sessions", "worktrees"):
         where = sandbox.home / sub
         assert not where.exists() or not any(where.iterdir()), list(where.iterdir())
+
+
+def test_what_tilth_creates_in_its_home_is_closed_to_other_users(tmp_path):
+    """Sessions hold prompts, diffs and spend; worktrees hold the user's code: another local user may not
+    list them, whether tilth made TILTH_HOME or the user made it open (0755) beforehand."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import make_repo
+    from users import NOBODY, outside_tmp
+
+    root = outside_tmp("tilth-home-modes-")
+    try:
+        os.chmod(root, 0o755)
+        repo = make_repo(root / "repo")
+        plan = root / "prd.json"
+        plan.write_text(json.dumps([task("T-1")]))
+        open_home = root / "open-home"
+        open_home.mkdir(mode=0o755)
+        for number, home in enumerate((root / "fresh" / "home", open_home)):
+            env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
+            env["TILTH_HOME"] = str(home)
+            started = subprocess.run([sys.executable, "-m", "tilth", "start", "--repo", str(repo), "--prd", str(plan),
+                                      "--id", f"s{number}", "--backend", "scripted", "--foreground"],
+                                     env=env, capture_output=True, text=True, timeout=120)
+            assert started.returncode == 0, started.stderr
+            for made in (home / "sessions", home / "worktrees"):
+                assert made.stat().st_mode & 0o777 == 0o700, made
+            if home != open_home:
+                assert home.stat().st_mode & 0o777 == 0o700
+            if os.geteuid() == 0 and shutil.which("setpriv"):
+                listed = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                         "ls", str(home / "sessions" / f"s{number}")], capture_output=True, text=True)
+                assert listed.returncode != 0 and "Permission denied" in listed.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -105,10 +105,14 @@ class SessionPaths:
 
 
 def ensure_home(home: Path) -> None:
-    """Create TILTH_HOME's two directories, or say plainly why it cannot be used."""
+    """Create TILTH_HOME's two directories, or say plainly why it cannot be used. What tilth creates
+    is its user's alone (0700): sessions hold prompts, diffs and spend, worktrees the user's code, and
+    another local user must not list them even when TILTH_HOME itself was made open."""
     try:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        home.mkdir(mode=0o700, exist_ok=True)
         for name in ("sessions", "worktrees"):
-            (home / name).mkdir(parents=True, exist_ok=True)
+            (home / name).mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         if is_disk_full(exc):
             raise DiskFull(f"TILTH_HOME {home} cannot be used: {exc.strerror}; free space there and try "
