@@ -103,7 +103,8 @@ def machine(request) -> Machine:
     repo = make_repo(base / "repo")
     user.own(base)
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(user_home), "TILTH_HOME": str(tilth_home),
-           "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV}
+           "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV,
+           **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
     yield Machine(base, user_home, tilth_home, repo, env, user)
     shutil.rmtree(base, ignore_errors=True)
 
@@ -128,7 +129,11 @@ def test_the_worker_sees_a_private_home_and_an_allowlisted_environment(machine):
     for name in ("GITHUB_TOKEN", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK",
                  "TILTH_HOME"):
         assert f"{name}=" not in env, name
-    assert f"HOME={machine.user_home}\n" in env and "PATH=" in env
+    agent_home = tilth_home / "agent-homes" / "s1"
+    # TILTH_HOME is under HOME: no mount point of the worktree or the toolchains was made in the agent's home.
+    made = sorted(str(p.relative_to(agent_home)) for p in agent_home.rglob("*"))
+    assert made == [".claude", ".claude/settings.json", "kept.txt"], made
+    assert f"HOME={agent_home}\n" in env and "PATH=" in env
     assert machine.committed("s1", "kept.txt") == "kept-across-attempts\n", "the private home lasts the session"
     assert (machine.user_home / ".claude" / "settings.json").read_text() == SENTINELS[".claude/settings.json"]
     assert not (machine.user_home / "kept.txt").exists()

@@ -26,6 +26,7 @@ Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, sa
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -63,35 +64,69 @@ def resolve_mode(setting: str, network: str = "on") -> str:
     return mode
 
 
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/snap", "/sys")
+"""What of the host the agent sees (read-only) besides its worktree, the repository's git dir and what
+is exposed: programs, libraries, toolchains and configuration. Not /home, /root, /srv, /mnt, /media,
+/run, /var (/var/tmp is a private one like /tmp), nor anything else at the top."""
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+                "/etc/ssl/private", "/etc/krb5.keytab", "/etc/wireguard", "/etc/NetworkManager/system-connections",
+                "/etc/ssh/ssh_host_*key")
+"""What of /etc is a host secret: shown empty (`/etc/ssh/ssh_host_*key`: the private keys, not `.pub`)."""
+
+
+def system_view() -> list[str]:
+    """The bwrap arguments of the host's view: `SYSTEM` (top-level symlinks as symlinks), /etc's
+    secrets masked, where /etc/resolv.conf points (under /run on systemd-resolved hosts)."""
+    argv = []
+    for top in SYSTEM:
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for pattern in HOST_SECRETS:
+        for path in sorted(glob.glob(pattern)) if "*" in pattern else [pattern]:
+            if os.path.isdir(path) and not os.path.islink(path):
+                argv += ["--tmpfs", path]
+            elif os.path.lexists(path):
+                argv += ["--ro-bind", os.devnull, path]
+    resolv = Path("/etc/resolv.conf")
+    if resolv.is_symlink() and resolv.exists() and not any(resolv.resolve().is_relative_to(t) for t in SYSTEM):
+        argv += ["--ro-bind", str(resolv.resolve()), str(resolv.resolve())]
+    return argv + ["--tmpfs", "/var", "--symlink", "../run", "/var/run", "--tmpfs", "/var/tmp"]
+
+
+def visible(path: Path) -> bool:
+    """Whether the system view shows `path` without exposing it."""
+    return any(path.is_relative_to(top) for top in SYSTEM if os.path.isdir(top) and not os.path.islink(top)) \
+        or any(path.is_relative_to(Path(top).resolve()) for top in SYSTEM if os.path.islink(top))
+
+
 def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home: Path | None = None,
-         expose: tuple[Path, ...] = (), git_common: Path | None = None, hide: tuple[Path, ...] = ()) -> list[str]:
+         expose: tuple[Path, ...] = (), git_common: Path | None = None, hide: tuple[Path, ...] = (),
+         enter_net: tuple[str, ...] = ()) -> list[str]:
     """The argv prefix that runs a command confined (empty when unconfined). `agent_home`: the
-    session's private home, seen at the user's HOME path; `expose`: paths under HOME or TILTH_HOME
-    seen read-only all the same (the toolchains on PATH, the agent's binary, `sandbox_expose`);
+    session's private home (the agent's HOME, at its own path); `expose`: paths outside the system
+    view seen read-only all the same (the toolchains on PATH, the agent's binary, `sandbox_expose`);
     `git_common`: the user's repository's git dir, from its recorded path (never from the worktree);
-    `hide`: credential files inside an exposed directory and the host's sockets (docker, D-Bus, the
-    SSH agent), shown empty."""
+    `hide`: credential files inside an exposed directory and the host's sockets, shown empty;
+    `enter_net`: what puts the command in its network namespace (`agents/netbox.py`) with `network` on."""
     if mode != "bwrap":
         return []
-    worktree, home = worktree.resolve(), home.resolve()
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try", "--cap-drop", "ALL",
-            *(["--unshare-net"] if network == "off" else []), "--tmpfs", "/tmp"]
-    user_home = real_home()
-    if agent_home is not None and user_home is not None:
-        # The user's home (SSH keys, cloud credentials, agent config) is replaced by the session's own.
-        argv += ["--bind", str(agent_home), str(user_home)]
-    if home.is_dir() and not (agent_home is not None and user_home is not None and home.is_relative_to(user_home)):
-        argv += ["--tmpfs", str(home)]  # other sessions, their worktrees, memory, config.toml, clones
+    worktree = worktree.resolve()
+    # Every mount point below is made on bwrap's own root (a tmpfs), never in a host directory.
+    argv = [*enter_net, "bwrap", *system_view(), "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try",
+            "--cap-drop", "ALL", *(["--unshare-net"] if network == "off" else []), "--tmpfs", "/tmp"]
     for path in expose:
-        if path.exists():
+        if os.path.exists(path):
             argv += ["--ro-bind", str(path), str(path)]
     for path in hide:
-        argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
+        if visible(path) or any(path.is_relative_to(e) for e in expose):
+            argv += ["--tmpfs", str(path)] if os.path.isdir(path) else ["--ro-bind", os.devnull, str(path)]
     if agent_home is not None:
         argv += ["--bind", str(agent_home), str(agent_home)]
     argv += ["--bind", str(worktree), str(worktree)]
     if git_common is not None:
-        # Re-exposed read-only even when the repository lives under a hidden directory.
+        # Read-only, and without the checkout around it (its ignored files: .env, ...).
         argv += ["--ro-bind", str(git_common), str(git_common)]
     marker = worktree / ".git"
     if marker.exists() or marker.is_symlink():

@@ -16,6 +16,7 @@ registered for redaction, so a key an agent echoes never reaches a session file.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -65,6 +66,25 @@ class Launch:
     """The prompt goes in a file named on the command line (bound read-only in the sandbox)."""
     stdin_is_prompt: bool = True
     """The prompt also arrives on stdin; else stdin is /dev/null (aider would read it as a chat)."""
+
+
+LOOPBACK_URL = re.compile(r"\bhttps?://(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::(\d{1,5}))?", re.I)
+
+
+def endpoint_ports(settings: Settings) -> set[int]:
+    """The ports of the loopback endpoints a CLI agent is pointed at (its variables, its arguments, a
+    `command` agent's command line): its own network namespace forwards them to the host's loopback."""
+    texts = [settings.claude_args, settings.codex_args, settings.aider_args, settings.worker_command or "",
+             settings.evaluator_command or ""]
+    wanted = tuple(prefix for names in PASSED.values() for prefix in names) + tuple(settings.agent_pass_env)
+    texts += [value for key, value in os.environ.items() if key.startswith(wanted)]
+    ports = set()
+    for text in texts:
+        for match in LOOPBACK_URL.finditer(text):
+            port = int(match.group(1)) if match.group(1) else (443 if match.group(0).lower().startswith("https") else 80)
+            if 0 < port < 65536:
+                ports.add(port)
+    return ports
 
 
 def binary(name: str, settings: Settings) -> str:
