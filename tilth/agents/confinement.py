@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from tilth.agents.backends.endpoints import endpoint_ports
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
 from tilth.agents.netbox import netbox
 from tilth.agents.sandbox import real_home, visible, wrap
@@ -190,8 +191,6 @@ def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, s
 def host_ports(settings: Settings) -> tuple[int, ...]:
     """The host's loopback ports the agent's commands may reach: `agent_host_ports`, and the port of a
     loopback model endpoint a CLI agent is given (its base URL variable or its arguments)."""
-    from tilth.agents.backends.presets import endpoint_ports
-
     return tuple(sorted({*settings.agent_host_ports, *endpoint_ports(settings)}))
 
 

@@ -132,7 +132,8 @@ def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home:
     if marker.exists() or marker.is_symlink():
         # Neither the worker nor a process it starts may point the worktree at another repository.
         argv += ["--ro-bind", str(marker), str(marker)]
-    return argv + ["--die-with-parent", "--chdir", str(worktree)]
+    # bwrap's own root, where the mount points were made, read-only: nothing is written beside them.
+    return argv + ["--remount-ro", "/", "--die-with-parent", "--chdir", str(worktree)]
 
 
 def real_home() -> Path | None:

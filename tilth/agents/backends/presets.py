@@ -16,7 +16,6 @@ registered for redaction, so a key an agent echoes never reaches a session file.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
@@ -24,19 +23,13 @@ from pathlib import Path
 from typing import Callable
 
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader
-from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, AIDER_ENV
+from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV
+from tilth.agents.backends.endpoints import PASSED
 from tilth.agents.confinement import Confinement, agent_config_dir
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.store.redaction import register_secret
 
-PASSED = {
-    "claude": ("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR", "API_TIMEOUT_MS", "DISABLE_", "MAX_THINKING_TOKENS"),
-    "codex": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_"),
-    "aider": AIDER_ENV,
-    "command": (),
-}
-"""Variables (or prefixes, ending in `_`) each agent gets from tilth's environment."""
 QUIET = {
     "claude": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
                "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"},
@@ -66,25 +59,6 @@ class Launch:
     """The prompt goes in a file named on the command line (bound read-only in the sandbox)."""
     stdin_is_prompt: bool = True
     """The prompt also arrives on stdin; else stdin is /dev/null (aider would read it as a chat)."""
-
-
-LOOPBACK_URL = re.compile(r"\bhttps?://(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::(\d{1,5}))?", re.I)
-
-
-def endpoint_ports(settings: Settings) -> set[int]:
-    """The ports of the loopback endpoints a CLI agent is pointed at (its variables, its arguments, a
-    `command` agent's command line): its own network namespace forwards them to the host's loopback."""
-    texts = [settings.claude_args, settings.codex_args, settings.aider_args, settings.worker_command or "",
-             settings.evaluator_command or ""]
-    wanted = tuple(prefix for names in PASSED.values() for prefix in names) + tuple(settings.agent_pass_env)
-    texts += [value for key, value in os.environ.items() if key.startswith(wanted)]
-    ports = set()
-    for text in texts:
-        for match in LOOPBACK_URL.finditer(text):
-            port = int(match.group(1)) if match.group(1) else (443 if match.group(0).lower().startswith("https") else 80)
-            if 0 < port < 65536:
-                ports.add(port)
-    return ports
 
 
 def binary(name: str, settings: Settings) -> str:
