@@ -12,7 +12,7 @@ import shutil
 MISSING = ("No such file or directory", "not found", "can't open file", "cannot access", "does not exist")
 PATH_TOKEN = re.compile(r"(?<![\w.~-])(/[\w.@+,%=~/-]+)")
 NOT_FOUND_COMMAND = re.compile(r"(?:^|\s)([\w.+-]+): (?:command )?not found")
-PRIVATE = ("/tmp", "/var/tmp", "/proc", "/dev")
+PRIVATE = ("/proc", "/dev")
 """The sandbox's own: a host path there is not the one the command meant."""
 
 

@@ -30,12 +30,10 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 
 METHODS = ("pasta", "slirp4netns", "host")
 PASTA_OPTIONS = ["--quiet", "--config-net", "--no-map-gw", "-t", "none", "-u", "none", "-U", "none",
@@ -49,9 +47,8 @@ class Netbox:
     method: str
     ports: tuple[int, ...]
     holder: subprocess.Popen | None = None
-    helper_pid: int | None = None
     helper: subprocess.Popen | None = None
-    """slirp4netns, this process's child (pasta detaches itself: only its pid is known)."""
+    """slirp4netns, or the shell that stops pasta (which detaches itself) when its pipe ends."""
     keep: list[int] = field(default_factory=list)
     """The write ends of the holder's stdin and of slirp4netns' exit pipe: closed, they end."""
 
@@ -63,20 +60,18 @@ class Netbox:
         return ["nsenter", "--preserve-credentials", "--user", "--net", f"--target={self.holder.pid}"]
 
     def close(self) -> None:
-        for fd in self.keep:
+        for fd in self.keep:  # the holder's cat and pasta's watcher end with their pipes
             os.close(fd)
         self.keep = []
-        if self.holder is not None:
-            self.holder.kill()
-            self.holder.wait()
-        if self.helper is not None:
-            self.helper.kill()
-            self.helper.wait()
-        elif self.helper_pid is not None:
-            try:
-                os.kill(self.helper_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        for child in (self.holder, self.helper):
+            if child is not None:
+                if child is self.holder or self.method == "slirp4netns":
+                    child.kill()
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
 
 
 _boxes: dict[tuple[int, ...], Netbox] = {}
@@ -139,7 +134,7 @@ def _attach(method: str, ports: tuple[int, ...]) -> Netbox:
         if holder.stdout is None or holder.stdout.readline() != b"made\n":
             raise RuntimeError(f"unshare failed: {holder.stderr.read().decode(errors='replace') if holder.stderr else ''}")
         holder.stdout.close()
-        box.helper_pid = _pasta(holder.pid, ports) if method == "pasta" else _slirp(holder.pid, box).pid
+        _pasta(holder.pid, ports, box) if method == "pasta" else _slirp(holder.pid, box)
         check = subprocess.run([*box.prefix, "ip", "-o", "link", "show", "up"], capture_output=True, text=True,
                                timeout=10)
         if check.returncode != 0 or len(check.stdout.splitlines()) < 2:
@@ -151,16 +146,29 @@ def _attach(method: str, ports: tuple[int, ...]) -> Netbox:
     return box
 
 
-def _pasta(pid: int, ports: tuple[int, ...]) -> int:
-    with tempfile.TemporaryDirectory(prefix="tilth-pasta-") as tmp:
-        pid_file = Path(tmp) / "pid"
-        runas = ["--runas", "0"] if os.geteuid() == 0 else []
-        forward = ",".join(map(str, ports)) or "none"
-        done = subprocess.run(["pasta", *PASTA_OPTIONS, "-T", forward, "-P", str(pid_file), *runas, str(pid)],
-                              capture_output=True, text=True, timeout=30)
-        if done.returncode != 0:
-            raise RuntimeError(" ".join(line for line in done.stderr.splitlines() if "syslog" not in line))
-        return int(pid_file.read_text().strip())
+WATCH_PASTA = ('d=$1; shift; pasta "$@" -P "$d/pid" || exit 1; echo ready; read _; '
+               'kill "$(cat "$d/pid")"; rm -rf "$d"')
+"""pasta detaches itself and, holding the namespace open, outlives it: this shell stops it once its
+stdin (a pipe only tilth writes) ends, also when tilth is killed."""
+
+
+def _pasta(pid: int, ports: tuple[int, ...], box: Netbox) -> subprocess.Popen:
+    runas = ["--runas", "0"] if os.geteuid() == 0 else []
+    forward = ",".join(map(str, ports)) or "none"
+    read, keep = os.pipe()
+    try:
+        watcher = subprocess.Popen(["sh", "-c", WATCH_PASTA, "sh", tempfile.mkdtemp(prefix="tilth-pasta-"),
+                                    *PASTA_OPTIONS, "-T", forward, *runas, str(pid)], stdin=read,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    finally:
+        os.close(read)
+    box.keep.append(keep)
+    box.helper = watcher
+    if watcher.stdout is None or watcher.stdout.readline() != b"ready\n":
+        said = watcher.stderr.read().decode(errors="replace") if watcher.stderr else ""
+        raise RuntimeError(" ".join(line for line in said.splitlines() if "syslog" not in line) or "pasta failed")
+    watcher.stdout.close()
+    return watcher
 
 
 def _slirp(pid: int, box: Netbox) -> subprocess.Popen:

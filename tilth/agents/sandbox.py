@@ -1,24 +1,33 @@
 """Confinement for commands an agent runs (the worker's bash, check commands).
 
-Under bubblewrap: the whole filesystem read-only, the worktree writable, all of the main
-repository's git metadata read-only (the agent reads history with `git log/diff/status/show`;
-`git add`, `git commit`, `git stash` and any write to HEAD, refs or objects fail with
-"Read-only file system", so only tilth moves `session/<id>`), the worktree's `.git` file
-read-only (it cannot be pointed at another repository), all of `$TILTH_HOME` hidden (sessions,
-other worktrees, memory, config.toml), the user's home replaced by the session's private home
-(`$TILTH_HOME/agent-homes/<id>`, kept across attempts: no SSH keys, cloud credentials or agent
-config of the user's), the toolchains on PATH re-exposed read-only, and a private /tmp. Every
-capability is dropped (`--cap-drop ALL`), so root inside cannot remount, unmount or change
-ownership. The command runs in its own PID, IPC and UTS namespaces with a fresh /proc (no host
-process, no other session, no other process's environment is visible) and a new terminal
-session; when the command ends or is killed, the namespace dies and takes every process it
-started with it, `setsid` and double-forked ones included.
+Under bubblewrap the command sees a view of the machine built from what it needs, never `/` minus
+a list: `SYSTEM` read-only (programs, libraries, /etc with the host's secrets shown empty, /opt,
+/sys, where /etc/resolv.conf points), the toolchains on PATH and the agent's binary that lie
+elsewhere (read-only, `agents/confinement.py`), what `sandbox_expose` names, its worktree
+(writable), the session's private home (`$TILTH_HOME/agent-homes/<id>`, its HOME, kept across
+attempts), and all of the main repository's git metadata read-only (the agent reads history with
+`git log/diff/status/show`; `git add`, `git commit` and any write to HEAD, refs or objects fail
+with "Read-only file system", so only tilth moves `session/<id>`) - without the user's checkout
+around it (its ignored `.env`). The worktree's `.git` file is read-only (it cannot be pointed at
+another repository). Not in the view: the user's home, other homes, /root, /run, /var (a private
+/var/tmp, like /tmp), `$TILTH_HOME` (sessions, other worktrees, memory, config.toml), other
+TILTH_HOMEs. Every mount point is made on bwrap's own root, a tmpfs made read-only at the end,
+so nothing is created in the agent's home or anywhere on the host. Every capability is dropped
+(`--cap-drop ALL`), so root inside cannot remount, unmount or change ownership. The command
+runs in its own PID, IPC and UTS namespaces with a fresh /proc and a new terminal session; when
+it ends or is killed, the namespace dies and takes every process it started with it, `setsid`
+and double-forked ones included.
 
-Network (`agent_network`): `on` leaves the host network as it is, so package installs work and
-a model endpoint on loopback stays reachable from the agent's commands; a `git push` still
-fails, since refs are read-only and the pre-tool hook refuses it. `off` adds a network
-namespace with only its own loopback: nothing on the host, loopback included, is reachable.
-tilth's own model calls are made outside the sandbox, so they work either way.
+Network (`agent_network`): `on` enters the network namespace of `agents/netbox.py` first (the
+internet through pasta or slirp4netns, the namespace's own loopback, not the host's loopback
+services nor its abstract sockets; the ports named in `agent_host_ports` and a CLI agent's
+loopback endpoint forwarded), or, where no helper works, stays on the host's network (said by
+`tilth doctor` and the `sandbox` event). Landlock (TCP connect by port, abstract-socket scoping)
+was weighed as the fallback and not taken: its port rules apply whatever the address, so either
+the host's loopback services stay reachable on allowed ports or a project's own test servers on
+ephemeral ports are refused; a namespace has neither flaw. `off` adds bwrap's own network
+namespace with only its loopback. tilth's own model calls are made outside the sandbox, so they
+work either way.
 
 Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, said loudly),
 `off` (unconfined).
