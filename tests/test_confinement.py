@@ -450,3 +450,34 @@ def test_a_hook_runs_without_tilths_settings_and_the_model_keys(sandbox):
     seen = dump.read_text()
     assert "KEPT_BY_HOOKS=kept" in seen, "the hook ran with the user's environment"
     assert "sentinel" not in seen and not [line for line in seen.splitlines() if line.startswith("TILTH_")], seen
+
+
+@pytest.mark.bwrap
+def test_a_cli_agents_own_files_are_mounted_wherever_they_live(tmp_path):
+    """The prompt file and config directory `amend` adds lie where no system directory, /tmp or /var/tmp
+    is (TILTH_HOME under /srv): their mount points are made before bwrap's root turns read-only."""
+    import shutil
+    import tempfile
+
+    from tilth.agents.sandbox import amend, wrap
+
+    require_bwrap()
+    try:
+        place = Path(tempfile.mkdtemp(prefix="tilth-amend-", dir="/srv"))
+    except OSError:
+        pytest.skip("/srv is not writable here")
+    try:
+        worktree, config = place / "worktree", place / "home" / "agent-homes" / "s1" / ".claude"
+        worktree.mkdir()
+        config.mkdir(parents=True)
+        prompt = place / "home" / "sessions" / "s1" / "prompt.md"
+        prompt.parent.mkdir(parents=True)
+        prompt.write_text("the prompt\n")
+        argv = amend(wrap("bwrap", worktree, place / "home"), worktree, read_only=True, writable=[config],
+                     readable=[prompt])
+        ran = subprocess.run([*argv, "sh", "-c", f"cat {prompt} && touch {config}/made && ls {place}"],
+                             capture_output=True, text=True)
+        assert ran.returncode == 0 and ran.stdout.startswith("the prompt\n"), ran.stderr
+        assert (config / "made").exists() and ran.stdout.split()[2:] == ["home", "worktree"], ran.stdout
+    finally:
+        shutil.rmtree(place, ignore_errors=True)

@@ -167,5 +167,5 @@ def amend(wrapper: list[str] | tuple[str, ...], worktree: Path, read_only: bool 
         argv[at] = "--ro-bind"
     extra = [arg for path in writable for arg in ("--bind", str(path), str(path))]
     extra += [arg for path in readable for arg in ("--ro-bind", str(path), str(path))]
-    at = argv.index("--die-with-parent")
+    at = argv.index("--remount-ro")  # their mount points are made on bwrap's root before it turns read-only
     return argv[:at] + extra + argv[at:]
