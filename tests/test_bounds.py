@@ -152,10 +152,10 @@ def test_a_fork_bomb_in_a_check_ends_as_a_failed_command_and_leaves_nothing(plac
     require_bwrap()
     repo = make_repo(place / "repo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}
-    (place / "user").mkdir()  # the user's home: the sandbox hides it, so the fork loop lies beside it
+    (place / "user").mkdir()  # the user's home: the sandbox hides it; the fork loop beside it is exposed
     env.update({"TILTH_HOME": str(place / "home"), "HOME": str(place / "user"), "PYTHONUNBUFFERED": "1",
                 "TILTH_SANDBOX": "bwrap", "TILTH_TOOL_TIMEOUT": "8", "TILTH_AGENT_MAX_PROCESSES": "64",
-                "TILTH_MAX_ITERATIONS_PER_TASK": "1"})
+                "TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_SANDBOX_EXPOSE": str(place / "forks.py")})
     sandbox = Sandbox(place, repo, place / "home", env)
     plan = sandbox.write_json("prd.json", [task("T-1")])
     (place / "forks.py").write_text(FORK_LOOP)

@@ -170,11 +170,12 @@ def test_worker_commands_and_file_tools_cannot_escape(sandbox, model):
         assert result.returncode == 0, result.stdout + result.stderr
         results = tool_results(server)
         assert "No such file" in results[0] and '"status"' not in results[0]
-        assert not os.path.exists(outside) and "Read-only file system" in results[1]
+        assert not os.path.exists(outside), "the sandbox's /var/tmp is its own, like its /tmp"
         assert "?? inside.txt" in results[2] and "[exit code 0]" in results[2]
         assert "journal_lines" not in results[3] and os.path.basename(marker) not in results[3]
         assert all(r.startswith("error:") for r in results[5:10]), results[5:10]
-        assert "endpoint 200" in results[10], "the model endpoint on loopback stays reachable"
+        assert "endpoint 200" not in results[10] and "refused" in results[10], \
+            "tilth's own model endpoint on the host's loopback is not the agent's to reach"
         assert git(sandbox.repo, "show", "session/s1:inside.txt") == "inside\n"
         assert json.loads((sandbox.session_dir("s1") / "session.json").read_text())["sandbox"] == "bwrap"
         assert json.loads((sandbox.session_dir("s1") / "prd.json").read_text())[0]["status"] == "done"
@@ -275,7 +276,7 @@ def test_escape_attempts_fail_and_leave_no_harm_with_the_network_off(sandbox, mo
     common = sandbox.repo / ".git"
     config_before, hooks_before = (common / "config").read_bytes(), _tree_digest(common / "hooks")
     main_before = git(sandbox.repo, "rev-parse", "main")
-    # Outside /tmp (the sandbox's /tmp is private and discarded) writes meet a read-only filesystem.
+    # The sandbox's /tmp (where this test's directories are) and /var/tmp are its own, discarded.
     var = f"/var/tmp/tilth-{tag}"
     outside = [Path(var), Path(f"{var}-link"), home / "worktrees" / "escape.txt", root / "evil-wt"]
     survivor = f"sleep 300; : {tag}"
@@ -299,7 +300,7 @@ def test_escape_attempts_fail_and_leave_no_harm_with_the_network_off(sandbox, mo
     assert result.returncode == 0, result.stdout + result.stderr
     results = tool_results(server)
     assert "Read-only file system" in results[0]
-    assert "rc=0" not in results[1] and "Read-only file system" in results[3] + results[4], results
+    assert "rc=0" not in results[1], results[1]  # results[3], [4] write to the sandbox's own /tmp, /var/tmp
     assert results[2].count("Read-only file system") >= 3 and "rc=0" not in results[2]
     assert results[5].count("started") == 1
     assert results[6].startswith("0\n") and "journal_lines" not in results[6]
@@ -376,7 +377,7 @@ def test_check_commands_and_scripted_commands_run_confined(sandbox):
     require_bwrap()
     tag = uuid.uuid4().hex
     prd = sandbox.home / "sessions" / "s1" / "prd.json"
-    check = f"test ! -e {prd} && ! touch /var/tmp/tilth-{tag}-check && test $(ls /proc | grep -c '^[0-9]') -lt 10"
+    check = f"test ! -e {prd} && ! touch /usr/tilth-{tag}-check && test $(ls /proc | grep -c '^[0-9]') -lt 10"
     scenario = {"tasks": {"T-1": [{"run": [f"ls {prd} > seen.txt 2>&1; touch /var/tmp/tilth-{tag}-run; "
                                            "echo $TILTH_HOME >> seen.txt"]}]}}
     result = sandbox.start("s1", [task("T-1")], scenario, "--check", check, env={"TILTH_SANDBOX": "bwrap"})
@@ -384,7 +385,7 @@ def test_check_commands_and_scripted_commands_run_confined(sandbox):
     assert [r["exit_code"] for e in sandbox.events("s1") if e["type"] == "checks_run" for r in e["data"]["results"]] == [0]
     seen = git(sandbox.repo, "show", "session/s1:seen.txt")
     assert "No such file" in seen and seen.endswith("\n\n"), "sessions hidden, TILTH_HOME not in the env"
-    assert not list(Path("/var/tmp").glob(f"tilth-{tag}-*"))
+    assert not list(Path("/var/tmp").glob(f"tilth-{tag}-*")) and not list(Path("/usr").glob(f"tilth-{tag}-*"))
 
 
 # Names a user's shell commonly holds, by the prefix a loosened allowlist would let through: tokens,
@@ -449,3 +450,34 @@ def test_a_hook_runs_without_tilths_settings_and_the_model_keys(sandbox):
     seen = dump.read_text()
     assert "KEPT_BY_HOOKS=kept" in seen, "the hook ran with the user's environment"
     assert "sentinel" not in seen and not [line for line in seen.splitlines() if line.startswith("TILTH_")], seen
+
+
+@pytest.mark.bwrap
+def test_a_cli_agents_own_files_are_mounted_wherever_they_live(tmp_path):
+    """The prompt file and config directory `amend` adds lie where no system directory, /tmp or /var/tmp
+    is (TILTH_HOME under /srv): their mount points are made before bwrap's root turns read-only."""
+    import shutil
+    import tempfile
+
+    from tilth.agents.sandbox import amend, wrap
+
+    require_bwrap()
+    try:
+        place = Path(tempfile.mkdtemp(prefix="tilth-amend-", dir="/srv"))
+    except OSError:
+        pytest.skip("/srv is not writable here")
+    try:
+        worktree, config = place / "worktree", place / "home" / "agent-homes" / "s1" / ".claude"
+        worktree.mkdir()
+        config.mkdir(parents=True)
+        prompt = place / "home" / "sessions" / "s1" / "prompt.md"
+        prompt.parent.mkdir(parents=True)
+        prompt.write_text("the prompt\n")
+        argv = amend(wrap("bwrap", worktree, place / "home"), worktree, read_only=True, writable=[config],
+                     readable=[prompt])
+        ran = subprocess.run([*argv, "sh", "-c", f"cat {prompt} && touch {config}/made && ls {place}"],
+                             capture_output=True, text=True)
+        assert ran.returncode == 0 and ran.stdout.startswith("the prompt\n"), ran.stderr
+        assert (config / "made").exists() and ran.stdout.split()[2:] == ["home", "worktree"], ran.stdout
+    finally:
+        shutil.rmtree(place, ignore_errors=True)

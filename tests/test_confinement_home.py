@@ -129,7 +129,11 @@ def test_the_worker_sees_a_private_home_and_an_allowlisted_environment(machine):
     for name in ("GITHUB_TOKEN", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "NPM_TOKEN", "SSH_AUTH_SOCK",
                  "TILTH_HOME"):
         assert f"{name}=" not in env, name
-    assert f"HOME={machine.user_home}\n" in env and "PATH=" in env
+    agent_home = tilth_home / "agent-homes" / "s1"
+    # TILTH_HOME is under HOME: no mount point of the worktree or the toolchains was made in the agent's home.
+    made = sorted(str(p.relative_to(agent_home)) for p in agent_home.rglob("*"))
+    assert made == [".claude", ".claude/settings.json", "kept.txt"], made
+    assert f"HOME={agent_home}\n" in env and "PATH=" in env
     assert machine.committed("s1", "kept.txt") == "kept-across-attempts\n", "the private home lasts the session"
     assert (machine.user_home / ".claude" / "settings.json").read_text() == SENTINELS[".claude/settings.json"]
     assert not (machine.user_home / "kept.txt").exists()
@@ -368,6 +372,63 @@ cat <<'EOF'
                   "result": f"```json\n{json.dumps(VERDICT)}\n```"}) + "\nEOF\n"
 
 
+PROBE = '''import json, socket, sys
+def tcp(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close()
+        return "open"
+    except OSError as e:
+        return f"closed: {e}"
+def abstract(name):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\\0" + name)
+        return "open"
+    except OSError as e:
+        return f"closed: {e}"
+own = socket.socket()
+own.bind(("127.0.0.1", 0))
+own.listen()
+print(json.dumps({"host": tcp(int(sys.argv[1])), "named": tcp(int(sys.argv[2])), "abstract": abstract(sys.argv[3]),
+                  "own": tcp(own.getsockname()[1])}))
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_the_agent_reaches_its_own_loopback_and_named_host_ports_not_the_hosts_services(machine):
+    """Outbound to the internet cannot be tried here (no network): the namespace's own address and route
+    are what pasta copies from the host, the same as for any outbound connection."""
+    require_bwrap()
+    import socket
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    dashboard, named = (ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) for _ in range(2))
+    for server in (dashboard, named):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    bus = socket.socket(socket.AF_UNIX)
+    bus_name = f"tilth-test-bus-{os.getpid()}-{machine.user.name}"
+    bus.bind("\0" + bus_name)
+    bus.listen()
+    run = f"python3 probe.py {dashboard.server_port} {named.server_port} {bus_name} > net.txt 2>&1; true"
+    try:
+        result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"write": {"probe.py": PROBE}, "run": [run]}]}},
+                               env={"TILTH_SANDBOX": "bwrap", "TILTH_AGENT_HOST_PORTS": str(named.server_port)})
+    finally:
+        for server in (dashboard, named):
+            server.shutdown()
+        bus.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = json.loads(machine.committed("s1", "net.txt"))
+    assert said["own"] == "open" and said["named"] == "open", said
+    assert said["host"].startswith("closed") and said["abstract"].startswith("closed"), said
+    sandbox = next(e["data"] for e in machine.events("s1") if e["type"] == "sandbox")
+    assert sandbox["network_confinement"] == "pasta" and sandbox["host_ports"] == [named.server_port], sandbox
+    doctor = machine.tilth("doctor", "s1")
+    assert "agent_network = on: pasta" in doctor.stderr, doctor.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.bwrap
 @pytest.mark.parametrize("target", ["outside", "the user's own"])
@@ -401,3 +462,41 @@ def test_a_config_dir_the_agent_made_a_symlink_is_never_written_through(machine,
     copy = machine.tilth_home / "agent-homes" / "s1" / ".claude"
     assert not copy.is_symlink() and (copy / ".credentials.json").read_text() == "sentinel-oauth"
     assert (copy / "settings.json").read_text() == '{"hooks": "planted by the evaluator"}\n'
+
+
+def test_the_box_holds_what_the_agent_needs_not_the_users_checkout_other_homes_or_host_secrets(machine):
+    require_bwrap()
+    (machine.repo / ".gitignore").write_text(".env\n")
+    machine.git("add", ".gitignore")
+    machine.git("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "ignore .env")
+    (machine.repo / ".env").write_text("sentinel-dotenv-secret\n")
+    other_tilth, shared = machine.base / "other-tilth" / "sessions", machine.base / "shared"
+    other_tilth.mkdir(parents=True)
+    (other_tilth / "notes.txt").write_text("sentinel-other-tilth-home\n")
+    shared.mkdir()
+    (shared / "data.txt").write_text("exposed-on-purpose\n")
+    tool = machine.base / "tools" / "lint"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    machine.own(machine.base)
+    other_home = Path(tempfile.mkdtemp(prefix="tilth-other-user-", dir="/home"))
+    other_home.chmod(0o755)
+    (other_home / "notes.txt").write_text("sentinel-other-users-home\n")
+    (other_home / "notes.txt").chmod(0o644)
+    look = (f"cat {machine.repo}/.env {other_tilth}/notes.txt {other_home}/notes.txt /etc/shadow /etc/gshadow "
+            f"{shared}/data.txt > fs.txt 2>&1; ls /etc/ssh/ >> fs.txt 2>&1; cat /etc/ssh/ssh_host_*_key >> fs.txt 2>&1; "
+            f"ls {machine.repo} >> fs.txt 2>&1; git log --oneline -1 >> fs.txt 2>&1; true")
+    try:
+        result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": [look]}]}},
+                               env={"TILTH_SANDBOX": "bwrap", "TILTH_SANDBOX_EXPOSE": str(shared),
+                                    "TILTH_CHECKS": str(tool)})
+    finally:
+        shutil.rmtree(other_home, ignore_errors=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = machine.committed("s1", "fs.txt")
+    assert "sentinel" not in seen and "root:" not in seen and "PRIVATE KEY" not in seen, seen
+    assert "exposed-on-purpose" in seen and "ignore .env" in seen, "sandbox_expose and the git history are in the box"
+    assert seen.count("No such file") >= 4, seen
+    checks = [e["data"]["results"][0] for e in machine.events("s1") if e["type"] == "checks_run"]
+    assert checks and checks[0]["exit_code"] == 127 and checks[0]["sandbox_hidden"] == [str(tool)], checks

@@ -18,7 +18,8 @@ from tilth.store.ledger import CommandRun, Verdict
 from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
 document({"checks_run": ("deterministic checks ran before the evaluator; data.results: command, exit_code, run_id "
-                         "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0)",
+                         "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0), sandbox_hidden "
+                         "(when it failed on paths this machine has that the sandbox hides: set sandbox_expose)",
                          "results")})
 
 TAIL_CHARS = 2000
@@ -50,7 +51,7 @@ class CheckResult(CommandRun):
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str | None,
                iteration: int, sandbox: Confinement | None = None, keep_runs: int = DEFAULT_KEEP) -> list[CheckResult]:
     """Each command's result; each leaves its script artifact in the session dir (the journal's)."""
-    results, sandbox = [], sandbox or Confinement()
+    results, sandbox, hidden = [], sandbox or Confinement(), []
     for command in commands:
         outcome = run_command(command, worktree, timeout=timeout, max_output=PARSED_CHARS, env=sandbox.env,
                               wrapper=sandbox.wrapper, runs=runs_dir(events.path.parent), keep_runs=keep_runs,
@@ -58,9 +59,11 @@ def run_checks(commands: list[str], worktree: Path, timeout: float, events: Even
         exit_code = None if outcome.timed_out else outcome.exit_code
         results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:],
                                    run_id=outcome.run_id, failing_ids=failing_ids(outcome.output, exit_code)))
+        hidden.append(list(outcome.hidden))
     if results and task_id is not None:
         events.emit("checks_run", task_id, iteration,
-                    results=[{"command": r.command, "exit_code": r.exit_code, "run_id": r.run_id} for r in results])
+                    results=[{"command": r.command, "exit_code": r.exit_code, "run_id": r.run_id,
+                              **({"sandbox_hidden": hidden[i]} if hidden[i] else {})} for i, r in enumerate(results)])
     return results
 
 

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from tilth.agents.backends.endpoints import endpoint_ports
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
-from tilth.agents.sandbox import real_home, wrap
+from tilth.agents.netbox import netbox
+from tilth.agents.sandbox import real_home, visible, wrap
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.git.worktree_git import common_git_dir, session_git_dir
@@ -74,19 +76,20 @@ class Confinement:
         return bool(self.wrapper)
 
 
-def toolchain_dirs(path_value: str, hidden: Iterable[Path]) -> list[Path]:
-    """The directories on PATH that lie under a directory the sandbox hides (the user's home,
-    TILTH_HOME), each widened to its install prefix (`~/.pyenv/shims` -> `~/.pyenv`), so that the
-    agent's commands find the same python, node and cargo as the user's shell."""
-    roots = [Path(h).resolve() for h in hidden]
+def toolchain_dirs(path_value: str, roots: Iterable[Path]) -> list[Path]:
+    """The directories on PATH the sandbox's system view does not show (under the user's home, in a
+    virtualenv, ...), each widened to its install prefix (`~/.pyenv/shims` -> `~/.pyenv`) but never to
+    one of `roots` (the user's home, TILTH_HOME, the repository's checkout) or `/`, so that the agent's
+    commands find the same python, node and cargo as the user's shell."""
+    roots = [Path(r).resolve() for r in roots] + [Path("/")]
     found: list[Path] = []
     for entry in path_value.split(os.pathsep):
         if not entry or not os.path.isabs(entry):
             continue
         path = Path(entry).resolve()
-        if not any(path.is_relative_to(root) and path != root for root in roots):
+        if visible(path) or path in roots or not os.path.isdir(path):
             continue
-        if path.name in TOOLCHAIN_LEAVES and not any(path.parent == root for root in roots):
+        if path.name in TOOLCHAIN_LEAVES and path.parent not in roots:
             path = path.parent
         if path not in found and not any(path.is_relative_to(f) for f in found):
             found = [f for f in found if not f.is_relative_to(path)] + [path]
@@ -224,15 +227,28 @@ def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, s
     agent_home.mkdir(parents=True, exist_ok=True)
     os.chmod(agent_home, 0o700)
     home = real_home()
-    hidden = [p for p in (home, paths.home) if p is not None]
-    expose = toolchain_dirs(os.environ.get("PATH", ""), hidden)
-    expose += [p for p in agent_binaries(settings) if any(p.resolve().is_relative_to(h.resolve()) for h in hidden)]
+    roots = [p for p in (home, paths.home, Path(record.repo)) if p is not None]
+    expose = toolchain_dirs(os.environ.get("PATH", ""), roots)
+    expose += [p for p in agent_binaries(settings) if not visible(p.resolve())]
     expose += [Path(p).expanduser().resolve() for p in settings.sandbox_expose]
     exposed = tuple(dict.fromkeys(expose))
+    enter_net = ()
+    if mode == "bwrap" and settings.agent_network == "on":
+        enter_net = tuple(netbox(host_ports(settings)).prefix)
     wrapper = wrap(mode, Path(record.worktree), paths.home, settings.agent_network, agent_home, exposed,
-                   common_git_dir(record.repo), hide=(*secret_masks(exposed, home), *host_sockets()))
-    return Confinement(tuple(wrapper), agent_env(settings.agent_pass_env), agent_home,
-                       session_git_dir(record.repo, record.id), settings.agent_max_processes)
+                   common_git_dir(record.repo), hide=(*secret_masks(exposed, home), *host_sockets()),
+                   enter_net=enter_net)
+    env = agent_env(settings.agent_pass_env)
+    if wrapper:
+        env["HOME"] = str(agent_home)  # the user's home is not in the box; the agent's own is its HOME
+    return Confinement(tuple(wrapper), env, agent_home, session_git_dir(record.repo, record.id),
+                       settings.agent_max_processes)
+
+
+def host_ports(settings: Settings) -> tuple[int, ...]:
+    """The host's loopback ports the agent's commands may reach: `agent_host_ports`, and the port of a
+    loopback model endpoint a CLI agent is given (its base URL variable or its arguments)."""
+    return tuple(sorted({*settings.agent_host_ports, *endpoint_ports(settings)}))
 
 
 def agent_binaries(settings: Settings) -> list[Path]:

@@ -1,24 +1,33 @@
 """Confinement for commands an agent runs (the worker's bash, check commands).
 
-Under bubblewrap: the whole filesystem read-only, the worktree writable, all of the main
-repository's git metadata read-only (the agent reads history with `git log/diff/status/show`;
-`git add`, `git commit`, `git stash` and any write to HEAD, refs or objects fail with
-"Read-only file system", so only tilth moves `session/<id>`), the worktree's `.git` file
-read-only (it cannot be pointed at another repository), all of `$TILTH_HOME` hidden (sessions,
-other worktrees, memory, config.toml), the user's home replaced by the session's private home
-(`$TILTH_HOME/agent-homes/<id>`, kept across attempts: no SSH keys, cloud credentials or agent
-config of the user's), the toolchains on PATH re-exposed read-only, and a private /tmp. Every
-capability is dropped (`--cap-drop ALL`), so root inside cannot remount, unmount or change
-ownership. The command runs in its own PID, IPC and UTS namespaces with a fresh /proc (no host
-process, no other session, no other process's environment is visible) and a new terminal
-session; when the command ends or is killed, the namespace dies and takes every process it
-started with it, `setsid` and double-forked ones included.
+Under bubblewrap the command sees a view of the machine built from what it needs, never `/` minus
+a list: `SYSTEM` read-only (programs, libraries, /etc with the host's secrets shown empty, /opt,
+/sys, where /etc/resolv.conf points), the toolchains on PATH and the agent's binary that lie
+elsewhere (read-only, `agents/confinement.py`), what `sandbox_expose` names, its worktree
+(writable), the session's private home (`$TILTH_HOME/agent-homes/<id>`, its HOME, kept across
+attempts), and all of the main repository's git metadata read-only (the agent reads history with
+`git log/diff/status/show`; `git add`, `git commit` and any write to HEAD, refs or objects fail
+with "Read-only file system", so only tilth moves `session/<id>`) - without the user's checkout
+around it (its ignored `.env`). The worktree's `.git` file is read-only (it cannot be pointed at
+another repository). Not in the view: the user's home, other homes, /root, /run, /var (a private
+/var/tmp, like /tmp), `$TILTH_HOME` (sessions, other worktrees, memory, config.toml), other
+TILTH_HOMEs. Every mount point is made on bwrap's own root, a tmpfs made read-only at the end,
+so nothing is created in the agent's home or anywhere on the host. Every capability is dropped
+(`--cap-drop ALL`), so root inside cannot remount, unmount or change ownership. The command
+runs in its own PID, IPC and UTS namespaces with a fresh /proc and a new terminal session; when
+it ends or is killed, the namespace dies and takes every process it started with it, `setsid`
+and double-forked ones included.
 
-Network (`agent_network`): `on` leaves the host network as it is, so package installs work and
-a model endpoint on loopback stays reachable from the agent's commands; a `git push` still
-fails, since refs are read-only and the pre-tool hook refuses it. `off` adds a network
-namespace with only its own loopback: nothing on the host, loopback included, is reachable.
-tilth's own model calls are made outside the sandbox, so they work either way.
+Network (`agent_network`): `on` enters the network namespace of `agents/netbox.py` first (the
+internet through pasta or slirp4netns, the namespace's own loopback, not the host's loopback
+services nor its abstract sockets; the ports named in `agent_host_ports` and a CLI agent's
+loopback endpoint forwarded), or, where no helper works, stays on the host's network (said by
+`tilth doctor` and the `sandbox` event). Landlock (TCP connect by port, abstract-socket scoping)
+was weighed as the fallback and not taken: its port rules apply whatever the address, so either
+the host's loopback services stay reachable on allowed ports or a project's own test servers on
+ephemeral ports are refused; a namespace has neither flaw. `off` adds bwrap's own network
+namespace with only its loopback. tilth's own model calls are made outside the sandbox, so they
+work either way.
 
 Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, said loudly),
 `off` (unconfined).
@@ -26,6 +35,7 @@ Modes: `bwrap` (required), `auto` (bwrap when it works here, else unconfined, sa
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -63,41 +73,76 @@ def resolve_mode(setting: str, network: str = "on") -> str:
     return mode
 
 
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/snap", "/sys")
+"""What of the host the agent sees (read-only) besides its worktree, the repository's git dir and what
+is exposed: programs, libraries, toolchains and configuration. Not /home, /root, /srv, /mnt, /media,
+/run, /var (/var/tmp is a private one like /tmp), nor anything else at the top."""
+HOST_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+                "/etc/ssl/private", "/etc/krb5.keytab", "/etc/wireguard", "/etc/NetworkManager/system-connections",
+                "/etc/ssh/ssh_host_*key")
+"""What of /etc is a host secret: shown empty (`/etc/ssh/ssh_host_*key`: the private keys, not `.pub`)."""
+
+
+def system_view() -> list[str]:
+    """The bwrap arguments of the host's view: `SYSTEM` (top-level symlinks as symlinks), /etc's
+    secrets masked, where /etc/resolv.conf points (under /run on systemd-resolved hosts)."""
+    argv = []
+    for top in SYSTEM:
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for pattern in HOST_SECRETS:
+        for path in sorted(glob.glob(pattern)) if "*" in pattern else [pattern]:
+            if os.path.isdir(path) and not os.path.islink(path):
+                argv += ["--tmpfs", path]
+            elif os.path.lexists(path):
+                argv += ["--ro-bind", os.devnull, path]
+    resolv = Path("/etc/resolv.conf")
+    if resolv.is_symlink() and resolv.exists() and not any(resolv.resolve().is_relative_to(t) for t in SYSTEM):
+        argv += ["--ro-bind", str(resolv.resolve()), str(resolv.resolve())]
+    return argv + ["--tmpfs", "/var", "--symlink", "../run", "/var/run", "--tmpfs", "/var/tmp"]
+
+
+def visible(path: Path) -> bool:
+    """Whether the system view shows `path` without exposing it."""
+    return any(path.is_relative_to(top) for top in SYSTEM if os.path.isdir(top) and not os.path.islink(top)) \
+        or any(path.is_relative_to(Path(top).resolve()) for top in SYSTEM if os.path.islink(top))
+
+
 def wrap(mode: str, worktree: Path, home: Path, network: str = "on", agent_home: Path | None = None,
-         expose: tuple[Path, ...] = (), git_common: Path | None = None, hide: tuple[Path, ...] = ()) -> list[str]:
+         expose: tuple[Path, ...] = (), git_common: Path | None = None, hide: tuple[Path, ...] = (),
+         enter_net: tuple[str, ...] = ()) -> list[str]:
     """The argv prefix that runs a command confined (empty when unconfined). `agent_home`: the
-    session's private home, seen at the user's HOME path; `expose`: paths under HOME or TILTH_HOME
-    seen read-only all the same (the toolchains on PATH, the agent's binary, `sandbox_expose`);
+    session's private home (the agent's HOME, at its own path); `expose`: paths outside the system
+    view seen read-only all the same (the toolchains on PATH, the agent's binary, `sandbox_expose`);
     `git_common`: the user's repository's git dir, from its recorded path (never from the worktree);
-    `hide`: credential files inside an exposed directory and the host's sockets (docker, D-Bus, the
-    SSH agent), shown empty."""
+    `hide`: credential files inside an exposed directory and the host's sockets, shown empty;
+    `enter_net`: what puts the command in its network namespace (`agents/netbox.py`) with `network` on."""
     if mode != "bwrap":
         return []
-    worktree, home = worktree.resolve(), home.resolve()
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try", "--cap-drop", "ALL",
-            *(["--unshare-net"] if network == "off" else []), "--tmpfs", "/tmp"]
-    user_home = real_home()
-    if agent_home is not None and user_home is not None:
-        # The user's home (SSH keys, cloud credentials, agent config) is replaced by the session's own.
-        argv += ["--bind", str(agent_home), str(user_home)]
-    if home.is_dir() and not (agent_home is not None and user_home is not None and home.is_relative_to(user_home)):
-        argv += ["--tmpfs", str(home)]  # other sessions, their worktrees, memory, config.toml, clones
+    worktree = worktree.resolve()
+    # Every mount point below is made on bwrap's own root (a tmpfs), never in a host directory.
+    argv = [*enter_net, "bwrap", *system_view(), "--dev", "/dev", *ISOLATION, "--unshare-cgroup-try",
+            "--cap-drop", "ALL", *(["--unshare-net"] if network == "off" else []), "--tmpfs", "/tmp"]
     for path in expose:
-        if path.exists():
+        if os.path.exists(path):
             argv += ["--ro-bind", str(path), str(path)]
     for path in hide:
-        argv += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
+        if visible(path) or any(path.is_relative_to(e) for e in expose):
+            argv += ["--tmpfs", str(path)] if os.path.isdir(path) else ["--ro-bind", os.devnull, str(path)]
     if agent_home is not None:
         argv += ["--bind", str(agent_home), str(agent_home)]
     argv += ["--bind", str(worktree), str(worktree)]
     if git_common is not None:
-        # Re-exposed read-only even when the repository lives under a hidden directory.
+        # Read-only, and without the checkout around it (its ignored files: .env, ...).
         argv += ["--ro-bind", str(git_common), str(git_common)]
     marker = worktree / ".git"
     if marker.exists() or marker.is_symlink():
         # Neither the worker nor a process it starts may point the worktree at another repository.
         argv += ["--ro-bind", str(marker), str(marker)]
-    return argv + ["--die-with-parent", "--chdir", str(worktree)]
+    # bwrap's own root, where the mount points were made, read-only: nothing is written beside them.
+    return argv + ["--remount-ro", "/", "--die-with-parent", "--chdir", str(worktree)]
 
 
 def real_home() -> Path | None:
@@ -122,5 +167,5 @@ def amend(wrapper: list[str] | tuple[str, ...], worktree: Path, read_only: bool 
         argv[at] = "--ro-bind"
     extra = [arg for path in writable for arg in ("--bind", str(path), str(path))]
     extra += [arg for path in readable for arg in ("--ro-bind", str(path), str(path))]
-    at = argv.index("--die-with-parent")
+    at = argv.index("--remount-ro")  # their mount points are made on bwrap's root before it turns read-only
     return argv[:at] + extra + argv[at:]

@@ -15,7 +15,8 @@ from tilth.store.prd import Task
 from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
 document({"verifies_run": ("the task's acceptance criteria with a `verify` command were run by tilth before the "
-                           "evaluator; data.results: criterion, command, exit_code (null: timed out), run_id",
+                           "evaluator; data.results: criterion, command, exit_code (null: timed out), run_id, "
+                           "sandbox_hidden (when it failed on paths the sandbox hides: set sandbox_expose)",
                            "results")})
 
 TAIL_CHARS = 2000
@@ -26,7 +27,7 @@ def run_verifies(task: Task, worktree: Path, timeout: float, events: EventLog, i
                  sandbox: Confinement | None = None, keep_runs: int = DEFAULT_KEEP,
                  emit: bool = True) -> list[VerifyResult]:
     """Each verify command's result, in the order of the criteria; none when no criterion has one."""
-    results, sandbox = [], sandbox or Confinement()
+    results, sandbox, hidden = [], sandbox or Confinement(), []
     for criterion in task.criteria:
         if not criterion.verify:
             continue
@@ -36,10 +37,11 @@ def run_verifies(task: Task, worktree: Path, timeout: float, events: EventLog, i
         results.append(VerifyResult(criterion=criterion.text, command=criterion.verify,
                                     exit_code=None if outcome.timed_out else outcome.exit_code,
                                     output_tail=outcome.output[-TAIL_CHARS:], run_id=outcome.run_id))
+        hidden.append(list(outcome.hidden))
     if results and emit:
         events.emit("verifies_run", task.id, iteration, results=[
-            {"criterion": r.criterion, "command": r.command, "exit_code": r.exit_code, "run_id": r.run_id}
-            for r in results])
+            {"criterion": r.criterion, "command": r.command, "exit_code": r.exit_code, "run_id": r.run_id,
+             **({"sandbox_hidden": hidden[i]} if hidden[i] else {})} for i, r in enumerate(results)])
     return results
 
 

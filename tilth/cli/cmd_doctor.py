@@ -7,6 +7,7 @@ what --fix would repair); 2 for bad input (an unknown id, an id and --all togeth
 from __future__ import annotations
 
 import argparse
+import sys
 
 from tilth.cli.pick import ID_HELP
 
@@ -34,6 +35,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from tilth.run.doctor_findings import PERSON, PROBLEM
     from tilth.run.doctor_fix import repair
 
+    print(sandbox_line(), file=sys.stderr, flush=True)
     left = False
     report = []
     for sid in ids:
@@ -52,6 +54,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
         print(json.dumps(report, indent=2))
     return 1 if left else 0
+
+
+def sandbox_line() -> str:
+    """How this machine confines the agent's commands now, network included (on stderr: the findings
+    on stdout stay one per session)."""
+    from tilth.agents.confinement import host_ports
+    from tilth.agents.netbox import describe
+    from tilth.agents.sandbox import bwrap_works
+    from tilth.core.settings_load import load_settings
+    from tilth.store.home import tilth_home
+
+    settings = load_settings(tilth_home())
+    if settings.sandbox == "off" or not bwrap_works():
+        return "sandbox: the agent's commands run UNCONFINED (sandbox = off, or bubblewrap cannot run here)"
+    if settings.agent_network == "off":
+        return "sandbox: bwrap; agent_network = off: only the sandbox's own loopback"
+    return f"sandbox: bwrap; {describe(host_ports(settings))}"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

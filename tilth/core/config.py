@@ -7,7 +7,7 @@ then config.toml, then the environment), `views/settings_shown.py` shows them fo
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -174,9 +174,14 @@ class Settings(BaseModel):
     sandbox: Literal["auto", "bwrap", "off"] = "auto"
     """Confine the agent's commands: `auto` (bubblewrap when it works here), `bwrap` (required), `off`."""
     agent_network: Literal["on", "off"] = "on"
-    """Network for the agent's commands under bubblewrap: `on` (package installs work; pushes are still
-    refused by read-only refs), `off` (a network namespace with only its own loopback). tilth's own model
-    calls are made outside the sandbox either way."""
+    """Network for the agent's commands under bubblewrap: `on` (the internet through a network namespace of
+    their own, not the host's loopback services nor its abstract sockets, where pasta or slirp4netns works;
+    `tilth doctor` says which; pushes are still refused by read-only refs), `off` (a network namespace with
+    only its own loopback). tilth's own model calls are made outside the sandbox either way."""
+    agent_host_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=list)
+    """With agent_network = on: ports on the host's loopback the agent's commands may connect to all the same
+    (a database the project's tests need); a CLI agent's loopback endpoint is added by itself (env:
+    comma-separated)."""
     worker_backend: AgentBackend = "openai"
     """Who does the worker's turns: `openai` (tilth's own tool loop over the model endpoint), `claude`
     (Claude Code), `codex` (Codex CLI), `aider`, or `command` (any CLI agent, `worker_command`)."""

@@ -19,7 +19,8 @@ from tilth.core.errors import BadInput
 def _env_value(field: str, raw: str) -> object:
     if field in ("checks", "secret_patterns"):
         return [line for line in raw.splitlines() if line.strip()]
-    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify", "protected_paths"):
+    if field in ("context_files", "agent_pass_env", "sandbox_expose", "evaluators", "notify", "protected_paths",
+                 "agent_host_ports"):
         return [name.strip() for name in raw.split(",") if name.strip()]
     return raw
 

@@ -49,7 +49,7 @@ LOCAL_FIELDS = ("notify", "dispatch")
 """Settings each process takes from its own environment and config.toml (scope `process`), never
 recorded with a session: notification URLs carry tokens; the broker and remote are each machine's."""
 
-MACHINE_FIELDS = ("sandbox", "agent_network", "base_url", "evaluator_base_url", "preflight", "worker_backend",
+MACHINE_FIELDS = ("sandbox", "agent_network", "agent_host_ports", "base_url", "evaluator_base_url", "preflight", "worker_backend",
                   "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
                   "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns",
                   "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb")

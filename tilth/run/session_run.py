@@ -12,7 +12,8 @@ from typing import Callable
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.bounds import in_force
-from tilth.agents.confinement import Confinement, session_confinement
+from tilth.agents.confinement import Confinement, host_ports, session_confinement
+from tilth.agents.netbox import method_in_force
 from tilth.agents.hooks import Hooks, hook_dirs
 from tilth.agents.sandbox import resolve_mode
 from tilth.core.clock import iso
@@ -52,9 +53,11 @@ document(
                             "caps (the limits in force: max_spend_usd, max_tokens_total, max_wall_clock_s, "
                             "max_evaluator_calls_per_task)", "backend pid resume caps"),
         "sandbox": ("the confinement in force for the agent's commands; data: mode (bwrap|off), unconfined, "
-                    "setting, network (on|off: whether the agent's commands reach the network), processes "
-                    "(how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root without a pids cgroup)",
-                    "mode unconfined setting network processes"),
+                    "setting, network (on|off: whether the agent's commands reach the network), network_confinement "
+                    "(how, with network on under bwrap: pasta|slirp4netns, a network namespace of their own, or host, "
+                    "the host's network as it is; none otherwise), host_ports (the host loopback ports they may "
+                    "reach), processes (how agent_max_processes is enforced: cgroup|rlimit|off|unbounded, root "
+                    "without a pids cgroup)", "mode unconfined setting network network_confinement host_ports processes"),
         "session_end": ("the loop ended; data: state, exit_code, reason", "state exit_code reason"),
         "session_report": ("the end-of-session report, also written to report.md; data: text", "text"),
     }
@@ -165,9 +168,10 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
     mode = resolve_mode(settings.sandbox, settings.agent_network)
     record.sandbox = mode
     save_session(paths, record)
-    network = settings.agent_network
+    network, ports = settings.agent_network, host_ports(settings)
+    method = method_in_force(ports) if mode == "bwrap" and network == "on" else "none"
     events.emit("sandbox", mode=mode, unconfined=mode == "off", setting=settings.sandbox, network=network,
-                processes=in_force(settings.agent_max_processes))
+                network_confinement=method, host_ports=list(ports), processes=in_force(settings.agent_max_processes))
     return session_confinement(mode, paths, record, settings)
 
 

@@ -81,7 +81,10 @@ class Readable:
             "session_started": lambda d: f"running with backend: {d['backend']}"
                                          + (" (resumed)" if d.get("resume") else ""),
             "sandbox": lambda d: "WARNING: the agent's commands run UNCONFINED (no sandbox); "
-                                 "set TILTH_SANDBOX=bwrap to require one" if d["unconfined"] else None,
+                                 "set TILTH_SANDBOX=bwrap to require one" if d["unconfined"] else
+                                 "WARNING: the agent's commands share the HOST's network (its loopback services "
+                                 "are reachable); install passt or slirp4netns"
+                                 if d.get("network_confinement") == "host" else None,
             "task_started": lambda d: "started",
             "memory_load": self._channel,
             "prompt_assembled": self._prompt,

@@ -23,19 +23,13 @@ from pathlib import Path
 from typing import Callable
 
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader
-from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV, AIDER_ENV
+from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV
+from tilth.agents.backends.endpoints import PASSED
 from tilth.agents.confinement import Confinement, agent_config_dir
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.store.redaction import register_secret
 
-PASSED = {
-    "claude": ("ANTHROPIC_", "CLAUDE_CODE_", "CLAUDE_CONFIG_DIR", "API_TIMEOUT_MS", "DISABLE_", "MAX_THINKING_TOKENS"),
-    "codex": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_"),
-    "aider": AIDER_ENV,
-    "command": (),
-}
-"""Variables (or prefixes, ending in `_`) each agent gets from tilth's environment."""
 QUIET = {
     "claude": {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
                "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"},

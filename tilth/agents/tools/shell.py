@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, MAX_OUTPUT_BYTES, Output, ProcessLimit, collected
+from tilth.agents.hidden_paths import hidden_paths, hint
 from tilth.core.errors import ToolError
 from tilth.core.processes import kill_group
 from tilth.store.script_runs import DEFAULT_KEEP, Finished, record
@@ -43,6 +44,8 @@ class CommandResult:
     """None on a normal exit, else "timeout" or "too much output"."""
     run_id: str | None = None
     """The script artifact (`runs/run-<run_id>/`), when one was written."""
+    hidden: tuple[str, ...] = ()
+    """Paths the output says are missing that the sandbox hides (`agents/hidden_paths.py`)."""
 
     @property
     def timed_out(self) -> bool:
@@ -76,7 +79,10 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
         run_id = record(runs, Finished(command, code, stopped == "timeout", stopped is not None, duration_ms,
                                        stdout, stderr), keep_runs)
     text = model_text(stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace"))
-    return CommandResult(code, _cap(text, max_output), stopped, run_id)
+    hidden = hidden_paths(text, code, (env or {}).get("PATH")) if wrapper and code != 0 else []
+    if hidden:
+        text = _cap(text, max_output - 400) + "\n" + hint(hidden)
+    return CommandResult(code, _cap(text, max_output), stopped, run_id, tuple(hidden))
 
 
 def run_bounded(argv: list[str], cwd: Path, env: dict[str, str] | None, stdin, sinks: tuple, timeout: float,
