@@ -500,3 +500,30 @@ def test_the_box_holds_what_the_agent_needs_not_the_users_checkout_other_homes_o
     assert seen.count("No such file") >= 4, seen
     checks = [e["data"]["results"][0] for e in machine.events("s1") if e["type"] == "checks_run"]
     assert checks and checks[0]["exit_code"] == 127 and checks[0]["sandbox_hidden"] == [str(tool)], checks
+
+
+@pytest.mark.bwrap
+def test_a_token_in_a_file_name_or_encoded_never_reaches_the_branch(machine):
+    """What the worker's confined commands make, as either user: a token in a file's name, base64-encoded
+    and hex-encoded. The gate rejects the first attempt and the branch keeps none of the three forms; the
+    retry finds the file under the redacted name it is committed with."""
+    require_bwrap()
+    import base64
+    import random
+    import string
+
+    token = "ghp_" + "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=36))
+    encoded, hexed = base64.b64encode(token.encode()).decode(), token.encode().hex()
+    first = {"run": [f'touch "notes-$(echo {encoded} | base64 -d).txt"', f"echo \"config = '{encoded}'\" > b64.txt",
+                     f"echo 'key_hex = {hexed}' > hex.txt"]}
+    second = {"run": ["ls > listed.txt"]}
+    result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [first, second]}}, env={"TILTH_SANDBOX": "bwrap"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    rejected = [e for e in machine.events("s1") if e["type"] == "verdict"][0]["data"]
+    assert rejected["category"] == "secret_added", rejected
+    names = machine.git("ls-tree", "-r", "--name-only", "session/s1").split("\n")
+    assert "notes-[redacted].txt" in names and "notes-[redacted].txt" in machine.committed("s1", "listed.txt")
+    history = machine.git("log", "-p", "--format=%B", "session/s1") + "\n".join(names)
+    assert not [form for form in (token, encoded, hexed) if form in history]
+    assert machine.committed("s1", "b64.txt") == "config = '[redacted]'\n"
+    assert machine.committed("s1", "hex.txt") == "key_hex = [redacted]\n"
