@@ -164,6 +164,7 @@ def test_an_agents_command_reaches_the_dashboard_but_not_its_secret(machine_home
     """As the worker's bash runs it: bubblewrap with $TILTH_HOME hidden and the host's network (loopback
     included) in reach."""
     require_bwrap()
+    from tilth.agents.confinement import binary_prefix
     from tilth.agents.sandbox import wrap
 
     parked(machine_home)
@@ -172,7 +173,8 @@ def test_an_agents_command_reaches_the_dashboard_but_not_its_secret(machine_home
         secret = DashboardSecret(machine_home.home)
         worktree = machine_home.root / "worktree"
         worktree.mkdir()
-        confined = wrap("bwrap", worktree, machine_home.home)
+        python = (Path(sys.prefix), *binary_prefix(sys.executable))  # this venv, as a toolchain on PATH is
+        confined = wrap("bwrap", worktree, machine_home.home, expose=tuple(dict.fromkeys(python)))
         attack = subprocess.run([*confined, sys.executable, "-c", ATTACK, server.url, SID, str(secret.file),
                                  str(secret.logins)], capture_output=True, text=True, timeout=60)
         assert attack.returncode == 0, attack.stderr
