@@ -216,4 +216,8 @@ def _usage(raw: Any) -> Usage:
             details = vars(details)
         if isinstance(details, Mapping):
             raw = {**raw, "cached_tokens": details.get("cached_tokens")}
+        # cache writes: OpenRouter's prompt_tokens_details.cache_write_tokens, LiteLLM's and
+        # Anthropic-shaped proxies' cache_creation_input_tokens (both already inside prompt_tokens)
+        written = details.get("cache_write_tokens") if isinstance(details, Mapping) else None
+        raw = {**raw, "cache_write_tokens": written if written is not None else raw.get("cache_creation_input_tokens")}
     return Usage.model_validate(raw)
