@@ -338,3 +338,12 @@ def test_ten_ten_cent_calls_reach_a_one_dollar_cap():
     for _ in range(10):
         meter.add("worker", "T-1", Counted(15, 0.1, True, True))
     assert meter.cost_usd < 1.0 and meter.crossing(0.0, 0) == "max_spend_usd", "0.9999999999999999 is the cap"
+
+
+def test_a_spend_cap_of_zero_is_refused_in_one_line_creating_nothing(sandbox, model_env):
+    # it used to make a session and a branch that stopped at once
+    result = start(sandbox, {**model_env, "TILTH_MAX_SPEND_USD": "0"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip() == ("tilth: env TILTH_MAX_SPEND_USD: max_spend_usd: Input should be greater than 0; "
+                                     "fix the setting and retry")
+    assert not (sandbox.home / "sessions" / "s1").exists() and "session/s1" not in git(sandbox.repo, "branch", "--list")
