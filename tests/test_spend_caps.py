@@ -137,6 +137,13 @@ def test_the_built_in_loop_stops_within_the_call_that_crosses_the_spend_cap_and_
     worktree = sandbox.worktree("s1")
     assert sorted(p.name for p in worktree.glob("f*.txt")) == ["f0.txt", "f1.txt", "f2.txt"]
     assert sandbox.commits("s1") == []
+    # a session a cap stopped waits on a person (raise the cap, resume): the dashboard's "needs you" says so
+    from tilth.views.status_data import all_summaries
+    from tilth.web.data import needs_you
+
+    [need] = needs_you(sandbox.home, all_summaries(sandbox.home))["attention"]
+    assert need["session"] == "s1" and need["state"] == "stopped", need
+    assert "max_spend_usd reached" in need["reason"] and "TILTH_MAX_SPEND_USD" in need["reason"], need
 
     resumed = sandbox.tilth("resume", "s1", "--foreground", env={**model_env, "TILTH_MAX_SPEND_USD": "5"})
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
