@@ -354,3 +354,19 @@ def test_a_spend_cap_of_zero_is_refused_in_one_line_creating_nothing(sandbox, mo
     assert result.stderr.strip() == ("tilth: env TILTH_MAX_SPEND_USD: max_spend_usd: Input should be greater than 0; "
                                      "fix the setting and retry")
     assert not (sandbox.home / "sessions" / "s1").exists() and "session/s1" not in git(sandbox.repo, "branch", "--list")
+
+
+@pytest.mark.slow
+def test_a_task_a_cap_stopped_at_its_verdict_counts_its_attempt_and_every_view_says_stopped(sandbox, fake, model_env):
+    # the worker's whole turn, then the evaluator's call crosses the cap: the attempt was made, the verdict lost
+    config(sandbox, "[prices.worker]\nprompt = 10000\ncompletion = 0\n[prices.evaluator]\nprompt = 10000\ncompletion = 0\n")
+    fake.enqueue("worker", reply(tool_calls=[write("a.txt"), SUBMIT]))
+    fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
+    result = start(sandbox, {**model_env, "TILTH_MAX_SPEND_USD": "0.15"})
+    assert result.returncode == 3 and "max_spend_usd" in result.stdout, result.stdout + result.stderr
+    [line] = json.loads(sandbox.tilth("status", "s1", "--json").stdout)["tasks"]
+    assert line["attempts"] == 1 and line["status"] == "in_progress" and line["outcome"] == "stopped", line
+    shown = sandbox.tilth("status", "s1").stdout
+    assert "stopped     T-1: Say hello" in shown and "1 attempt, 20 in" in shown, shown
+    report = (sandbox.session_dir("s1") / "report.md").read_text()
+    assert "T-1   stopped  1 " in report and "Attempts:   1" in report, report

@@ -16,7 +16,7 @@ from typing import Any
 
 from tilth.store.calls import Counted, Totals, is_dollars
 
-VERSION = 3
+VERSION = 4
 CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped", "acted",
                "session_unpaused", "doctor_repaired", "doctor_crashed"}
@@ -36,7 +36,8 @@ class TaskRoll(Totals):
     """As events tell it: in_progress, done, failed, requeued, or a status set by reconciliation."""
     iteration: int | None = None
     attempts: int | None = None
-    """The iteration of the last verdict."""
+    """Attempts made: the iteration of the last verdict, or of the last worker turn that made its case
+    (an attempt a cap or a stop cut off before its verdict was still made)."""
     verdict: str | None = None
     category: str | None = None
     concern: str | None = None
@@ -158,6 +159,8 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         concern = data.get("concern")
         t.attempts, t.verdict, t.category = it, _text(data.get("verdict", "")), _text(data.get("category"))
         t.concern = " ".join(concern.split())[:CONCERN_CHARS] if isinstance(concern, str) else None
+    elif t is not None and kind == "worker_done" and it and data.get("made_case") is True:
+        t.attempts = max(t.attempts or 0, it)
     elif t is not None and kind in ("task_done", "task_failed", "accepted_committed"):
         t.status, t.sha = ("failed" if kind == "task_failed" else "done"), _text(data.get("sha"))
         if task == r.current_task:

@@ -31,7 +31,7 @@ from tilth.store.session_state import SessionState, effective_state
 from tilth.views.parallel_figures import figures
 from tilth.views.figures import verdict_label
 from tilth.views.asking import answer_command, open_asks
-from tilth.views.reasons import task_failure, verdict_words
+from tilth.views.reasons import task_failure, task_outcome, verdict_words
 
 
 VERDICT_CHARS = 100
@@ -93,6 +93,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     lanes = figures(paths)
     for line in tasks:
         line.update(receipt(rollup, line["id"], utc_now() if live else None))
+        line["outcome"] = task_outcome(line.get("blocked") or line["status"], state)  # as `tilth status` says it
     summary = {
         "id": record.id,
         "state": state,
