@@ -176,6 +176,9 @@ def test_stop_lets_the_iteration_finish_and_stop_now_kills(sandbox, daemon):
     assert now.returncode == 0 and "killed" in now.stdout, now.stderr
     assert daemon.state("n") == "stopped" and not alive(runner)
     assert sandbox.commits("n") == []
+    report = (sandbox.session_dir("n") / "report.md").read_text()  # the killed runner could not write it
+    assert f"report: {sandbox.session_dir('n') / 'report.md'}" in now.stdout
+    assert report.startswith("Session n: stopped (runner killed by `tilth stop --now`)") and "T-1   stopped" in report
 
     timed_out = sandbox.tilth("wait", "q", "--timeout", "0.5")
     assert timed_out.returncode == 4 and "timed out" in timed_out.stdout
