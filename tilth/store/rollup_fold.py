@@ -84,6 +84,8 @@ class Rollup:
     caps: dict[str, float | None] = field(default_factory=dict)
     """The limits in force, as the last run recorded them (`session_started` data.caps)."""
     caps_reached: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stopped_by: str | None = None
+    """Who asked this run's last stop (`cli`, `dashboard`), when its event said; None after a new start."""
     auto_resume_attempts: int | None = None
     """The most auto-resumes in a row the supervisor allows, as the latest `session_crashed` or
     `session_auto_resumed` said (`tilth status`: `auto-resume 2/3`); None before any said it."""
@@ -179,13 +181,16 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         for tid, status in data["changes"].items():
             r.tasks.setdefault(tid, TaskRoll()).status = str(status)
     elif kind == "session_started":
-        r.caps_reached = {}
+        r.caps_reached, r.stopped_by = {}, None
         if isinstance(data.get("caps"), dict):
             r.caps = {k: v for k, v in data["caps"].items() if v is None or is_dollars(v)}
     elif kind == "cap_reached" and isinstance(data.get("cap"), str):
         r.caps_reached[data["cap"]] = {"limit": data.get("limit"), "value": data.get("value")}
     elif kind == "session_end" and isinstance(data.get("state"), str):
         r.state = data["state"]
+    if (kind == "session_stopped" or (kind == "acted" and data.get("action") == "stop")) \
+            and isinstance(data.get("by"), str) and data["by"]:
+        r.stopped_by = data["by"]
     if kind in ("session_crashed", "session_auto_resumed") and type(data.get("attempts")) is int:
         r.auto_resume_attempts = data["attempts"]
     return r

@@ -110,8 +110,12 @@ def _why(paths: SessionPaths, state: SessionState) -> str:
     """` (why it ended, in words)` for an end that has a reason: a failure, a stop, a cap."""
     from tilth.views.reasons import session_end
 
+    from tilth.store.rollup import load_rollup
+
     reason = peek_session(paths).reason
-    return f" ({session_end(state.value, reason)})" if reason and state != SessionState.done else ""
+    if not reason or state == SessionState.done:
+        return ""
+    return f" ({session_end(state.value, reason, load_rollup(paths.events).stopped_by)})"
 
 
 def _waiting_state(paths: SessionPaths) -> str:

@@ -76,7 +76,8 @@ class Readable:
                                          + (f" (exit {d['exit_code']})" if d.get("exit_code") is not None else "")
                                          + auto_resume_note(d),
             "session_auto_resumed": auto_resumed_line,
-            "session_stopped": lambda d: "session stopped by `tilth stop`"
+            "session_stopped": lambda d: ("session stopped from the dashboard" if d.get("by") == "dashboard"
+                                          else "session stopped by `tilth stop`")
                                          + (f" --now (runner pid {d.get('pid')} killed)" if d.get("now") else ""),
             "session_started": lambda d: f"running with backend: {d['backend']}"
                                          + (" (resumed)" if d.get("resume") else ""),

@@ -31,7 +31,7 @@ from tilth.store.session_state import SessionState, effective_state
 from tilth.views.parallel_figures import figures
 from tilth.views.figures import verdict_label
 from tilth.views.asking import answer_command, open_asks
-from tilth.views.reasons import task_failure, task_outcome, verdict_words
+from tilth.views.reasons import session_end, task_failure, task_outcome, verdict_words
 
 
 VERDICT_CHARS = 100
@@ -109,7 +109,8 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "pid": holder.get("pid") if holder else None,
         "supervised": record.supervised,
         "start_at": record.start_at,
-        "reason": _reason(record, state),
+        "reason": session_end(state, _reason(record, state), rollup.stopped_by) or None,
+        "stopped_by": rollup.stopped_by if state == SessionState.stopped else None,
         "auto_resumes": record.auto_resumes,
         "auto_resume_at": record.auto_resume_at,
         "auto_resume_attempts": rollup.auto_resume_attempts,
