@@ -47,6 +47,10 @@ def acted(sandbox, sid: str = "s1") -> list[dict]:
 
 def test_an_action_by_nobody_known_is_refused(here):
     parked(here)
+    # the parked task's line says the worker's question, and its context only where it is the context
+    shown = here.tilth("status", "s1").stdout
+    assert f'(attempt 1: waits for an answer: "{QUESTION}")' in shown and f"question T-001 (worker asked) {QUESTION}" \
+        in shown and "  context: v1 has 3 callers" in shown, shown
     with pytest.raises(BadInput, match="unknown actor 'robot'"):
         leave_note(here.home, "s1", "use v2", by="robot")
     assert not (here.session_dir("s1") / "inbox.jsonl").exists()

@@ -299,7 +299,7 @@ def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_indepen
     def rejected(n: int) -> dict:
         return {"write": {"t1.txt": f"try {n}\n"}, "case": {"summary": f"try {n}"},
                 "verdict": {"verdict": "reject", "category": "weak_test",
-                            "concern": f"Attempt {n}: the test for parse() still does not cover an empty input."}}
+                            "concern": f"Attempt {n}: the test for parse() still does not cover an empty input"}}
 
     scenario = {"tasks": {"T-1": [rejected(n) for n in range(1, 6)],
                           "T-2": [{"write": {"t2.txt": "ok\n"}, "case": {"summary": "done"}}]}}
@@ -314,6 +314,14 @@ def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_indepen
     [question] = status["questions"]
     assert question["task"] == "T-1" and "rejected 3 times in a row for the same reason (weak_test)" in \
         question["question"] and "empty input" in question["question"]
+    # tilth asked it, not the evaluator; the concern (no final stop of its own) ends before the question starts,
+    # and nothing in it is markdown a terminal or the dashboard shows raw
+    assert question["asked_by"] == "stall breaker", question
+    assert 'does not cover an empty input". What should change?' in question["question"] and "`" not in \
+        question["question"], question["question"]
+    shown = sandbox.tilth("status", "s1").stdout
+    assert "question T-1 (stall breaker asked) T-1 was rejected 3 times" in shown, shown
+    assert '(attempt 3: waits for an answer: "T-1 was rejected 3 times in a row' in shown, shown
 
     # off: every attempt is spent
     off = sandbox.start("s2", plan, scenario, env={"TILTH_STALL_AFTER": "0"})

@@ -42,6 +42,8 @@ class TaskRoll(Totals):
     category: str | None = None
     concern: str | None = None
     """Whitespace-flattened, at most CONCERN_CHARS."""
+    question: str | None = None
+    """The question the last verdict parked the task with (`task_parked`), as flattened as the concern."""
     sha: str | None = None
     evaluator_calls: int = 0
     wall_s: float = 0.0
@@ -161,6 +163,7 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         concern = data.get("concern")
         t.attempts, t.verdict, t.category = it, _text(data.get("verdict", "")), _text(data.get("category"))
         t.concern = " ".join(concern.split())[:CONCERN_CHARS] if isinstance(concern, str) else None
+        t.question = None
     elif t is not None and kind == "worker_done" and it and data.get("made_case") is True:
         t.attempts = max(t.attempts or 0, it)
     elif t is not None and kind in ("task_done", "task_failed", "accepted_committed"):
@@ -169,6 +172,9 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
             _close_task(r, ts)
     elif t is not None and kind in ("task_parked", "question_parked"):
         t.status, t.sha = "parked", _text(data.get("sha"))
+        question = data.get("question")
+        t.question = " ".join(question.split())[:CONCERN_CHARS] if isinstance(question, str) and question.strip() \
+            else t.question
         if task == r.current_task:
             _close_task(r, ts)
     elif t is not None and kind == "task_answered":

@@ -43,7 +43,9 @@ def activity(rollup: Rollup, live: bool) -> dict[str, Any]:
     spend, and each cap in force with how close the session is to it."""
     verdicts = {tid: {"attempts": t.attempts,
                       "last_verdict": verdict_label(t.verdict or "", t.category, t.concern, limit=VERDICT_CHARS),
-                      "why": verdict_words(t.verdict, t.category, t.concern, limit=VERDICT_CHARS),
+                      # a parked task's line says its question, never the context that came with it
+                      "why": verdict_words(t.verdict, t.category, t.question if t.verdict == "needs_human"
+                                           and t.question else t.concern, limit=VERDICT_CHARS),
                       **({"failure": task_failure(t.attempts or 0, t.category, t.concern, limit=VERDICT_CHARS)}
                          if t.verdict == "reject" else {})}
                 for tid, t in rollup.tasks.items() if t.verdict is not None}
