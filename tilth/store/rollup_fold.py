@@ -16,7 +16,7 @@ from typing import Any
 
 from tilth.store.calls import Counted, Totals, is_dollars
 
-VERSION = 4
+VERSION = 5
 CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped", "acted",
                "session_unpaused", "doctor_repaired", "doctor_crashed"}
@@ -26,6 +26,25 @@ usage limit run while it waited). `views/tally.running_seconds` too."""
 STATES = {"session_created": "created", "session_queued": "queued", "session_started": "running",
           "session_crashed": "crashed", "session_stopped": "stopped", "session_unpaused": "queued",
           "doctor_crashed": "crashed"}
+
+
+@dataclass
+class Waiting:
+    """A model call or a CLI agent run in flight (or a retry's wait), as its start event said."""
+
+    on: str
+    """`model`, `retry` (waiting out the backoff before attempt `attempt`) or `agent`."""
+    role: str
+    name: str
+    """The model, or the agent (`claude`, `codex`, ...)."""
+    since: str
+    attempt: int = 1
+    iteration: int | None = None
+
+
+WAIT_ENDS = {"session_started", "session_end", "session_crashed", "session_stopped", "task_started", "task_done",
+             "task_failed", "task_parked", "question_parked", "task_requeued"}
+"""Events after which nothing the journal said was in flight still is."""
 
 
 @dataclass
@@ -86,6 +105,8 @@ class Rollup:
     caps: dict[str, float | None] = field(default_factory=dict)
     """The limits in force, as the last run recorded them (`session_started` data.caps)."""
     caps_reached: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    """What each task (by id; `""` for none) waits on right now: a model call, a retry, a CLI agent run."""
     stopped_by: str | None = None
     """Who asked this run's last stop (`cli`, `dashboard`), when its event said; None after a new start."""
     auto_resume_attempts: int | None = None
@@ -197,6 +218,32 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
     if (kind == "session_stopped" or (kind == "acted" and data.get("action") == "stop")) \
             and isinstance(data.get("by"), str) and data["by"]:
         r.stopped_by = data["by"]
+    track_waiting(r.waiting, kind, ts, task, it, data)
     if kind in ("session_crashed", "session_auto_resumed") and type(data.get("attempts")) is int:
         r.auto_resume_attempts = data["attempts"]
     return r
+
+
+def track_waiting(waiting: dict[str, Waiting], kind: str, ts: str, task: str | None, it: int | None,
+                  data: dict[str, Any]) -> None:
+    """`waiting` (by task id) as a call, a retry's backoff or an agent run starts and ends."""
+    key, attempt = task or "", data.get("attempt")
+    attempt = attempt if type(attempt) is int and attempt > 0 else 1
+    role = _text(data.get("role")) or ""
+    if kind == "model_waiting":
+        waiting[key] = Waiting("model", role, _text(data.get("model")) or "", ts, attempt, it)
+    elif kind == "model_attempt":
+        wait_s = data.get("wait_s")
+        if data.get("outcome") != "ok" and isinstance(wait_s, (int, float)) and wait_s > 0:
+            waiting[key] = Waiting("retry", role, _text(data.get("model")) or "", ts, attempt + 1, it)
+        else:
+            waiting.pop(key, None)
+    elif kind == "agent_started":
+        waiting[key] = Waiting("agent", role, _text(data.get("agent")) or "", ts, 1, it)
+    elif kind == "agent_run":
+        waiting.pop(key, None)
+    elif kind in WAIT_ENDS:
+        if kind.startswith("session_"):
+            waiting.clear()
+        else:
+            waiting.pop(key, None)

@@ -31,6 +31,7 @@ from tilth.store.session_state import SessionState, effective_state
 from tilth.views.parallel_figures import figures
 from tilth.views.figures import verdict_label
 from tilth.views.asking import answer_command, open_asks
+from tilth.views.waiting import waiting_data
 from tilth.views.reasons import session_end, task_failure, task_outcome, verdict_words
 
 
@@ -122,6 +123,8 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
     }
+    # what a running session waits on: a model call, a retry's backoff, a CLI agent run (since when, which attempt)
+    summary["waiting"] = waiting_data(rollup.waiting, utc_now()) if live else []
     if state not in LIVE:  # an ended (or archived, or not yet started) session has no current task
         summary.update(current_task=None, iteration=None)
     return summary
