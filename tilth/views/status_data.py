@@ -19,6 +19,7 @@ from typing import Any
 from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
+from tilth.store.jsonio import parse_object
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import peek_plan
 from tilth.store.prd_record import Task
@@ -123,6 +124,8 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
     }
+    summary["forecast"] = parse_object((paths.dir / "forecast.json").read_bytes()) \
+        if (paths.dir / "forecast.json").is_file() else None  # what `tilth start` forecast (views/forecast.py)
     # what a running session waits on: a model call, a retry's backoff, a CLI agent run (since when, which attempt)
     summary["waiting"] = waiting_data(rollup.waiting, utc_now()) if live else []
     if state not in LIVE:  # an ended (or archived, or not yet started) session has no current task
