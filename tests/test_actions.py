@@ -47,6 +47,10 @@ def acted(sandbox, sid: str = "s1") -> list[dict]:
 
 def test_an_action_by_nobody_known_is_refused(here):
     parked(here)
+    # the parked task's line says the worker's question, and its context only where it is the context
+    shown = here.tilth("status", "s1").stdout
+    assert f'(attempt 1: waits for an answer: "{QUESTION}")' in shown and f"question T-001 (worker asked) {QUESTION}" \
+        in shown and "  context: v1 has 3 callers" in shown, shown
     with pytest.raises(BadInput, match="unknown actor 'robot'"):
         leave_note(here.home, "s1", "use v2", by="robot")
     assert not (here.session_dir("s1") / "inbox.jsonl").exists()
@@ -130,6 +134,14 @@ def test_a_stop_from_the_dashboard_is_in_the_journal_before_the_runner_ends(daem
     [stop] = acted(here)
     assert stop["data"]["action"] == "stop" and stop["data"]["by"] == "dashboard" and stop["data"]["now"] is False
     assert types.index("acted") < types.index("session_end"), "who stopped it is known when the run ends"
+    # every view says it as the docs promise, never `stopped on request` nor `stop requested`
+    summary = json.loads(here.tilth("status", "s1", "--json").stdout)
+    assert summary["reason"] == "stopped from the dashboard" and summary["stopped_by"] == "dashboard", summary
+    assert "reason   stopped from the dashboard" in here.tilth("status", "s1").stdout
+    assert "session s1: stopped (stopped from the dashboard)" in here.tilth("wait", "s1", "--timeout", "5").stdout
+    assert (here.session_dir("s1") / "report.md").read_text().startswith("Session s1: stopped from the dashboard")
+    digest = json.loads(here.tilth("digest", "--json").stdout)
+    assert any("stopped from the dashboard" in line for line in digest["needs_you"]), digest["needs_you"]
 
     again = resume_session(here.home, "s1", by="dashboard")
     assert again.events[-2:] == ("session_queued", "acted") and again.what.startswith("session s1 queued")

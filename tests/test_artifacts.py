@@ -242,9 +242,11 @@ def test_kill_9_then_resume_keeps_artifacts_and_memory_consistent(sandbox):
     # a kill between T-3's line and its note: the next run finds the line and writes no second one
     noted = sandbox.session_dir("s1") / "memory.noted"
     noted.write_text("".join(line + "\n" for line in noted.read_text().split()[:-1]))
+    prd = sandbox.session_dir("s1") / "prd.json"  # a done session resumes only for work added to its plan
+    prd.write_text(json.dumps([*json.loads(prd.read_text()), task("T-4")]))
     again = sandbox.tilth("resume", "s1", "--foreground")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert len(memory_lines(sandbox.home)[1]) == 3
+    assert [LINE.match(line)[3] for line in memory_lines(sandbox.home)[1]] == ["s1/T-1", "s1/T-2", "s1/T-3", "s1/T-4"]
     restored = [e for e in sandbox.events("s1") if e["type"] == "memory_restored"]
     assert [(e["task"], e["data"]["written"]) for e in restored] == [("T-2", True), ("T-3", False)]
 

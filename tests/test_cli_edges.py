@@ -115,7 +115,7 @@ def test_ctrl_c_while_following_exits_130_in_one_line(sandbox, command):
 
 
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(sandbox):
-    title = "A long task title so the status output outgrows a pipe buffer " * 5
+    title = "A long task title so the status output outgrows a pipe buffer " * 4  # at most 300 characters
     plan = sandbox.write_json("p.json", [task(f"T-{i}", title) for i in range(300)])
     runner = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
                            "scripted", "--foreground", env={"TILTH_TEST_PAUSE_AT": "worker"})

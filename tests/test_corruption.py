@@ -122,17 +122,20 @@ def test_torn_lines_in_the_middle_of_every_journal_are_skipped(sandbox):
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout == logs_before, "every event on both sides of the torn lines is shown"
 
+    prd = session / "prd.json"  # a done session resumes only for work added to its plan
+    prd.write_text(json.dumps([*json.loads(prd.read_text()), task("T-4")]))
     resumed = sandbox.tilth("resume", "s1", "--foreground")
     assert resumed.returncode == 0, resumed.stderr
-    assert "Attempts:   4" in resumed.stdout, "both ledger entries of T-1 are still read"
+    assert "Attempts:   5" in resumed.stdout, "both ledger entries of T-1 are still read"
     events = [json.loads(line) for line in (session / "events.jsonl").read_bytes().splitlines()
               if line.startswith(b'{"ts"') and line.endswith(b"}")]
     assert len(events) > events_before
     new = {e["type"] for e in events[events_before:]}
     assert "progress_restored" not in new, "progress lines after the torn ones were read, not rewritten"
-    assert "task_started" not in new, "no finished task runs again"
+    assert [e["task"] for e in events[events_before:] if e["type"] == "task_started"] == ["T-4"], \
+        "no finished task runs again"
     assert [line.split(b"\t")[1] for line in (session / "progress.txt").read_bytes().splitlines()
-            if line.count(b"\t") == 5] == [b"T-1", b"T-2", b"T-3"]
+            if line.count(b"\t") == 5] == [b"T-1", b"T-2", b"T-3", b"T-4"]
 
 
 def test_a_follower_skips_a_torn_line_and_reads_on(tmp_path):

@@ -50,8 +50,8 @@ def test_a_failed_task_blocks_its_dependents_and_the_others_go_on(sandbox):
     tasks = [{k: v for k, v in t.items() if k not in ("attempts", "cost_usd", "cost_is_lower_bound", "tokens", "wall_s")}
              for t in json.loads(sandbox.tilth("status", "s1", "--json").stdout)["tasks"]]
     assert tasks[1] == {"id": "T-2", "title": "API", "status": "pending", "depends_on": ["T-1"], "blocked_by": ["T-1"],
-                        "blocked": "blocked (T-1 failed)"}
-    assert tasks[2] == {"id": "T-3", "title": "Docs", "status": "done"}
+                        "blocked": "blocked (T-1 failed)", "outcome": "blocked (T-1 failed)"}
+    assert tasks[2] == {"id": "T-3", "title": "Docs", "status": "done", "outcome": "done"}
 
     report = (sandbox.session_dir("s1") / "report.md").read_text()
     assert "Tasks:      1/4 done, 1 failed, 2 blocked" in report

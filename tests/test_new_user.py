@@ -164,6 +164,9 @@ def test_preflight_passes_a_server_without_a_model_route_and_can_be_switched_off
         result = start_openai(sandbox, model_env(fake.base_url, TILTH_WORKER_MODEL="unlisted"))
         assert [r["path"] for r in fake.requests][:2] == ["/v1/models", "/v1/models/unlisted"]
     assert result.returncode == 3 and sandbox.session_dir("s1").exists(), result.stderr
+    # ... but the list it did give lacks the model, and start says so
+    assert (f"preflight: the worker and evaluator model 'unlisted' is not in the model list at {fake.base_url} (it offers: worker)"
+            in result.stderr and "check TILTH_WORKER_MODEL if its calls fail" in result.stderr), result.stderr
 
     url = f"http://127.0.0.1:{closed_port()}/v1"
     prd = sandbox.write_json("prd2.json", [task("T-1")])

@@ -23,7 +23,7 @@ PROBES: list[Any] = [
     None, True, False, 0, 1, 1.0, "", " ", "\x1c", "x", " padded \u2003", "T-2", "T 2", "T-2\n", "-T", "true", "yes",
     "pending", "done", "finished", [], [""], ["x"], [" x "], ["T-2"], ["T 2"], ["T-2\n"], [1], [None],
     [{"text": "x"}], [{"text": " x ", "verify": " make "}], [{"text": "x", "verify": ""}], [{"text": "x", "other": "y"}],
-    [{"verify": "make"}], ["x", {"text": "y"}], {"text": "x"}, {},
+    [{"verify": "make"}], ["x", {"text": "y"}], {"text": "x"}, {}, "t" * 300, f" {'t' * 300} ", "t" * 301,
 ]
 """JSON values of every kind, each near some field's edge (blank, padded, bad id, lax spellings)."""
 MISSING = object()
@@ -75,7 +75,7 @@ RULED = list({repr(h): h for h in rules_in(Task)}.values())
 
 def test_the_task_carries_every_rule_of_prd_rules():
     kinds = {type(m).__name__ for h in RULED for m in h.__metadata__ if isinstance(m, Rule)}
-    assert kinds == {"TaskIdText", "NotBlank", "AtLeastOne", "TextOrObject"}
+    assert kinds == {"TaskIdText", "NotBlank", "Title", "AtLeastOne", "TextOrObject"}
 
 
 @pytest.mark.parametrize("hint", RULED, ids=repr)
@@ -114,6 +114,15 @@ def test_the_plan_validates_its_tasks_with_the_one_definition():
         [model_reads(t) for t in plan]
     with pytest.raises(BadInput, match=r"task 'T-1' \(#1\), field title: Value error, must not be blank"):
         parse_plan(json.dumps([task("T-1", title="\x1c")]).encode(), "prd.json")
+
+
+def test_a_title_is_a_line_not_a_document():
+    # a 100,000-character title used to be taken, and every page listing the task then took 30-100 s
+    assert parse_plan(json.dumps([task("T-1", title="t" * 300)]).encode(), "prd.json")[0].title == "t" * 300
+    with pytest.raises(BadInput, match=r"task 'T-1' \(#1\), field title: 100,000 characters; a title holds at most "
+                                       r"300 \(the rest belongs in the description\)"):
+        parse_plan(json.dumps([task("T-1", title="t" * 100_000)]).encode(), "prd.json")
+    assert read_task(task("T-1", title="t" * 301)) is None
 
 
 def test_a_criterion_forbids_unknown_keys_to_both_and_a_task_ignores_them():

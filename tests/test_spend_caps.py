@@ -137,6 +137,13 @@ def test_the_built_in_loop_stops_within_the_call_that_crosses_the_spend_cap_and_
     worktree = sandbox.worktree("s1")
     assert sorted(p.name for p in worktree.glob("f*.txt")) == ["f0.txt", "f1.txt", "f2.txt"]
     assert sandbox.commits("s1") == []
+    # a session a cap stopped waits on a person (raise the cap, resume): the dashboard's "needs you" says so
+    from tilth.views.status_data import all_summaries
+    from tilth.web.data import needs_you
+
+    [need] = needs_you(sandbox.home, all_summaries(sandbox.home))["attention"]
+    assert need["session"] == "s1" and need["state"] == "stopped", need
+    assert "max_spend_usd reached" in need["reason"] and "TILTH_MAX_SPEND_USD" in need["reason"], need
 
     resumed = sandbox.tilth("resume", "s1", "--foreground", env={**model_env, "TILTH_MAX_SPEND_USD": "5"})
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -292,7 +299,7 @@ def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_indepen
     def rejected(n: int) -> dict:
         return {"write": {"t1.txt": f"try {n}\n"}, "case": {"summary": f"try {n}"},
                 "verdict": {"verdict": "reject", "category": "weak_test",
-                            "concern": f"Attempt {n}: the test for parse() still does not cover an empty input."}}
+                            "concern": f"Attempt {n}: the test for parse() still does not cover an empty input"}}
 
     scenario = {"tasks": {"T-1": [rejected(n) for n in range(1, 6)],
                           "T-2": [{"write": {"t2.txt": "ok\n"}, "case": {"summary": "done"}}]}}
@@ -307,6 +314,14 @@ def test_a_task_rejected_three_times_for_the_same_concern_parks_while_an_indepen
     [question] = status["questions"]
     assert question["task"] == "T-1" and "rejected 3 times in a row for the same reason (weak_test)" in \
         question["question"] and "empty input" in question["question"]
+    # tilth asked it, not the evaluator; the concern (no final stop of its own) ends before the question starts,
+    # and nothing in it is markdown a terminal or the dashboard shows raw
+    assert question["asked_by"] == "stall breaker", question
+    assert 'does not cover an empty input". What should change?' in question["question"] and "`" not in \
+        question["question"], question["question"]
+    shown = sandbox.tilth("status", "s1").stdout
+    assert "question T-1 (stall breaker asked) T-1 was rejected 3 times" in shown, shown
+    assert '(attempt 3: waits for an answer: "T-1 was rejected 3 times in a row' in shown, shown
 
     # off: every attempt is spent
     off = sandbox.start("s2", plan, scenario, env={"TILTH_STALL_AFTER": "0"})
@@ -338,3 +353,28 @@ def test_ten_ten_cent_calls_reach_a_one_dollar_cap():
     for _ in range(10):
         meter.add("worker", "T-1", Counted(15, 0.1, True, True))
     assert meter.cost_usd < 1.0 and meter.crossing(0.0, 0) == "max_spend_usd", "0.9999999999999999 is the cap"
+
+
+def test_a_spend_cap_of_zero_is_refused_in_one_line_creating_nothing(sandbox, model_env):
+    # it used to make a session and a branch that stopped at once
+    result = start(sandbox, {**model_env, "TILTH_MAX_SPEND_USD": "0"})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip() == ("tilth: env TILTH_MAX_SPEND_USD: max_spend_usd: Input should be greater than 0; "
+                                     "fix the setting and retry")
+    assert not (sandbox.home / "sessions" / "s1").exists() and "session/s1" not in git(sandbox.repo, "branch", "--list")
+
+
+@pytest.mark.slow
+def test_a_task_a_cap_stopped_at_its_verdict_counts_its_attempt_and_every_view_says_stopped(sandbox, fake, model_env):
+    # the worker's whole turn, then the evaluator's call crosses the cap: the attempt was made, the verdict lost
+    config(sandbox, "[prices.worker]\nprompt = 10000\ncompletion = 0\n[prices.evaluator]\nprompt = 10000\ncompletion = 0\n")
+    fake.enqueue("worker", reply(tool_calls=[write("a.txt"), SUBMIT]))
+    fake.enqueue("evaluator", reply(tool_calls=[ACCEPT]))
+    result = start(sandbox, {**model_env, "TILTH_MAX_SPEND_USD": "0.15"})
+    assert result.returncode == 3 and "max_spend_usd" in result.stdout, result.stdout + result.stderr
+    [line] = json.loads(sandbox.tilth("status", "s1", "--json").stdout)["tasks"]
+    assert line["attempts"] == 1 and line["status"] == "in_progress" and line["outcome"] == "stopped", line
+    shown = sandbox.tilth("status", "s1").stdout
+    assert "stopped     T-1: Say hello" in shown and "1 attempt, 20 in" in shown, shown
+    report = (sandbox.session_dir("s1") / "report.md").read_text()
+    assert "T-1   stopped  1 " in report and "Attempts:   1" in report, report

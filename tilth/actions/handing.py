@@ -29,7 +29,7 @@ def supervisor_sees_keys(home: Path, settings: Settings) -> list[str]:
         raise BadInput(f"the running supervisor (pid {info.get('pid')}) was started without {names}, which this "
                        f"session needs and which is never written to disk: {where}"
                        "`tilth daemon stop` and start again from this shell")
-    return list(environment_differences(info))
+    return list(environment_differences(info, handing_over=True))
 
 
 def hand_over(paths: SessionPaths, reason: str, resume: bool, by: str, start_at: str | None = None) -> list[str]:

@@ -25,7 +25,9 @@ def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_setti
     from tilth.core.travel import keys_in_use, travelling_fields
     from tilth.daemon.transitions import record_settings
 
-    paths, _ = changeable(home, session_id)
+    paths, record = changeable(home, session_id)
+    if record.state == "done":
+        refuse_finished(paths)
     settings, sources = load_settings_with_sources(paths.home)
     warnings: list[str] = []
     if not foreground:
@@ -48,3 +50,18 @@ def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_setti
     what, *more = hand_over(paths, "resume", resume=True, by=by)  # refused while a process runs it
     events += ["session_queued", record_act(paths, "resume", by)]
     return Acted(paths.id, what, tuple(events), tuple(more), tuple(warnings))
+
+
+def refuse_finished(paths) -> None:
+    """A done session runs again only for tasks added to its plan since (a resume would otherwise run
+    its final review and spend again on nothing)."""
+    from tilth.core.errors import BadInput
+    from tilth.store.prd_peek import peek_plan
+
+    try:
+        left = [t.id for t in peek_plan(paths.prd) if t.status in ("pending", "in_progress")]
+    except BadInput:
+        return  # an unreadable plan: the run says what is wrong with it
+    if not left:
+        raise BadInput(f"session {paths.id} is done: every task of its plan is done, so there is nothing to resume; "
+                       f"add tasks to {paths.prd} to run them in it, or start a new session")

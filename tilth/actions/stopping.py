@@ -26,5 +26,18 @@ def stop_session(home: Path, session_id: str, *, by: str = "cli", now: bool = Fa
     if stop.outcome == "asked":
         return Acted(paths.id, stop.line, ("acted",))
     if stop.outcome == "killed":
-        return Acted(paths.id, stop.line, ("acted", "session_stopped"))
+        written = _report(paths)
+        return Acted(paths.id, stop.line + written, ("acted", "session_stopped"))
     return Acted(paths.id, stop.line, ("session_stopped", record_act(paths, "stop", by, now=now)))
+
+
+def _report(paths) -> str:
+    """report.md for a runner killed before it could write its own (the end it would have written)."""
+    from tilth.core.errors import TilthError
+    from tilth.views.endreport import REPORT, record_report
+
+    try:
+        record_report(paths)
+    except (TilthError, OSError) as exc:
+        return f"; no {REPORT}: {exc}"
+    return f"; report: {paths.dir / REPORT}"

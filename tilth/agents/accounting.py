@@ -60,7 +60,8 @@ document(
                        "session's tokens and cost are then lower bounds), usage_problem (what was dropped and why, "
                        "e.g. 'usage missing', 'prompt_tokens=-5 is negative', 'cost=-1.0 is negative'; null when "
                        "nothing was), latency_ms, cost_usd, cost_source (provider|price_table|unknown; price_table: "
-                       "[prices] in config.toml, else genai-prices, cached and cache-write tokens at their own rates; "
+                       "[prices] in config.toml, else genai-prices at the tier the call's prompt tokens fall in, cached and "
+                       "cache-write tokens at their own rates; "
                        "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
                        "finish_reason",
                        "role model prompt_tokens cached_tokens cache_write_tokens completion_tokens total_tokens "
@@ -185,7 +186,8 @@ def call_cost(settings: Settings, model: str, usage: Usage, base_url: str | None
     if usage.known:
         return priced, "price_table"
     rest = max(0, (usage.total_tokens or 0) - (prompt or 0) - (completion or 0))
-    cheapest = min(rate for rate, n in ((rates.prompt, prompt), (rates.completion, completion)) if n is None)
+    tier = rates.at(prompt or 0)
+    cheapest = min(rate for rate, n in ((tier.prompt, prompt), (tier.completion, completion)) if n is None)
     return priced + rest * cheapest / 1_000_000, "unknown"
 
 

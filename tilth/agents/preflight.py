@@ -7,7 +7,8 @@ it costs tokens and is not free of side effects on every server; the model list 
 
 Only a clear answer refuses the start. A server without the model list (404/405/501 on
 `/models`) cannot tell us, nor can one whose list lacks the model while its `/models/<id>`
-route is missing (single-model servers answer to any name): those pass.
+route is missing (single-model servers answer to any name): those pass, the latter with a line
+saying the list lacks the model.
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ def endpoints(settings: Settings) -> list[Endpoint]:
     return [worker, evaluator]
 
 
-def preflight(settings: Settings, progress: Callable[[str], None] | None = None) -> None:
-    """Raise BadInput (one line) when an endpoint clearly cannot serve this session. `progress` is
-    told before each endpoint is asked (a sign of life: an unreachable one takes up to TIMEOUT_S)."""
+def preflight(settings: Settings, progress: Callable[[str], None] | None = None) -> list[str]:
+    """Raise BadInput (one line) when an endpoint clearly cannot serve this session; else the lines
+    to say of what it could not settle (a listed model set that lacks the configured model).
+    `progress` is told before each endpoint is asked (a sign of life: an unreachable one takes up to TIMEOUT_S)."""
     eps = endpoints(settings)
     if eps and progress is not None:  # said before the SDK's import, which takes seconds of its own
         urls = ", ".join(dict.fromkeys(e.url for e in eps))
@@ -55,16 +57,23 @@ def preflight(settings: Settings, progress: Callable[[str], None] | None = None)
     openai = import_openai()
 
     listed: dict[tuple[str, str], set[str] | None] = {}
+    doubts: list[str] = []
     for ep in eps:
         client = openai.OpenAI(base_url=ep.url, api_key=ep.key, max_retries=0, timeout=TIMEOUT_S)
         if (ep.url, ep.key) not in listed:
             shared = " and ".join(e.roles for e in eps if (e.url, e.key) == (ep.url, ep.key))
             listed[(ep.url, ep.key)] = _models(client, Endpoint(shared, ep.url, ep.key, ep.model))
         models = listed[(ep.url, ep.key)]
-        if models is not None and ep.model not in models and _missing(client, ep):
-            shown = ", ".join(sorted(models)[:5]) + (", ..." if len(models) > 5 else "")
+        if models is None or ep.model in models:
+            continue
+        shown = ", ".join(sorted(models)[:5]) + (", ..." if len(models) > 5 else "")
+        if _missing(client, ep):
             raise BadInput(f"preflight: the {ep.roles} model {ep.model!r} is not found at {ep.url} "
                            f"(it offers: {shown or 'none'}); check TILTH_{_var(ep)}, or {SKIP}")
+        doubts.append(f"preflight: the {ep.roles} model {ep.model!r} is not in the model list at {ep.url} "
+                      f"(it offers: {shown or 'none'}) and the server does not say whether it knows it; starting "
+                      f"anyway (a single-model server answers to any name): check TILTH_{_var(ep)} if its calls fail")
+    return doubts
 
 
 def _var(ep: Endpoint) -> str:

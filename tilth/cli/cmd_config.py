@@ -20,8 +20,9 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     print(f"TILTH_HOME = {tilth_home()}")
     print("\n".join(describe(settings, sources, scope_of)))
-    from tilth.agents.pricing import how_to_price, unpriced
+    from tilth.agents.pricing import how_to_price, rate_lines, unpriced
 
+    print("\n".join(rate_lines(settings)))
     for model, named in unpriced(settings):
         refused = "; tilth start refuses it while max_spend_usd is set" if settings.max_spend_usd is not None else ""
         print(f"price: none for {'model ' + repr(model) if model else 'the model ' + named + ' would name'} "

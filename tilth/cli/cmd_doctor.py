@@ -44,6 +44,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if findings is None:  # not asked to fix, or a runner holds the session: only checked
             findings = diagnose(paths).findings
         left = left or any(f.level in (PERSON, PROBLEM) for f in findings)
+        findings = [*findings, *price_findings(paths)]
         for f in findings:
             if args.json:
                 report.append({"session": sid, "level": f.level, "text": f.text, "fix": f.fix})
@@ -71,6 +72,23 @@ def sandbox_line() -> str:
     if settings.agent_network == "off":
         return "sandbox: bwrap; agent_network = off: only the sandbox's own loopback"
     return f"sandbox: bwrap; {describe(host_ports(settings))}"
+
+
+def price_findings(paths) -> list:
+    """The rates in force for the session's models (its recorded settings over this shell's), as `ok` lines."""
+    from tilth.agents.pricing import rate_lines
+    from tilth.core.errors import BadInput
+    from tilth.core.settings_load import load_settings
+    from tilth.core.travel import with_session_view
+    from tilth.run.doctor_findings import OK, Finding
+    from tilth.store.home import tilth_home
+    from tilth.store.session import load_session
+
+    try:
+        settings = with_session_view(load_settings(tilth_home()), load_session(paths).settings)
+    except (BadInput, OSError, ValueError):
+        return []  # a damaged session.json or configuration: the findings above say so
+    return [Finding(OK, line) for line in rate_lines(settings)]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

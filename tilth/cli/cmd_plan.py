@@ -86,6 +86,54 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    """`tilth plan cost [PRD]`: the plan's forecast from this TILTH_HOME's receipts (`views/forecast.py`)."""
+    from pathlib import Path
+
+    from tilth.cli.plan_import import read_plan
+    from tilth.core.errors import BadInput
+    from tilth.core.settings_load import load_settings
+    from tilth.store.home import tilth_home
+    from tilth.store.prd import parse_plan
+
+    path = Path(args.file or "prd.json").expanduser()
+    if args.file is None and not path.exists():
+        raise BadInput("name the plan to forecast: tilth plan cost PRD (there is no prd.json here)")
+    plan = read_plan(path)
+    if plan.fmt != "tilth":
+        said(plan.said)
+    print(start_forecast(load_settings(tilth_home()), parse_plan(plan.data, str(path))).line())
+    return 0
+
+
+def start_forecast(settings, tasks):
+    """The forecast for `tasks` under `settings`' models and backends."""
+    from tilth.core.travel import session_view
+    from tilth.store.home import tilth_home
+    from tilth.views.forecast import forecast, history, models_key
+
+    return forecast(history(tilth_home()), models_key(session_view(settings)), tasks)
+
+
+def announce_forecast(session_id: str, settings, warn) -> None:
+    """At `tilth start`: the forecast printed, kept as the session's forecast.json (`status --json`),
+    and a warning when the spend cap is below its low end."""
+    import orjson
+
+    from tilth.store.home import session_paths
+    from tilth.store.jsonio import write_atomic
+    from tilth.store.prd import load_plan
+
+    paths = session_paths(session_id)
+    found = start_forecast(settings, load_plan(paths.prd))
+    write_atomic(paths.dir / "forecast.json", orjson.dumps(found.data()))
+    print(found.line(), flush=True)
+    cap = settings.max_spend_usd
+    if found.known and cap is not None and cap < found.low:
+        warn(f"the spend cap ${cap:g} is below the forecast's low end ${found.low:.2f}: this plan will most likely "
+             f"stop at the cap before it is done; raise TILTH_MAX_SPEND_USD, or plan to raise it and resume")
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
@@ -144,8 +192,9 @@ def failure_line(settings: Settings) -> str:
 
 def register(sub: argparse._SubParsersAction) -> None:
     plan = sub.add_parser("plan", help="check a plan, or edit a session's live plan in $EDITOR")
-    actions = plan.add_subparsers(dest="plan_command", required=True, metavar="{check,edit}",
-                                  help="check: errors and warnings of a plan file; edit: a session's live plan")
+    actions = plan.add_subparsers(dest="plan_command", required=True, metavar="{check,edit,cost}",
+                                  help="check: errors and warnings of a plan file; edit: a session's live plan; "
+                                       "cost: a plan's forecast cost")
     edit = actions.add_parser("edit", help="open a session's live prd.json in $EDITOR (default vi); an invalid "
                                            "plan is not saved (exit 2)",
                               description="Open a session's live prd.json in $EDITOR (default vi); an invalid plan "
@@ -158,6 +207,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument("file", metavar="FILE|DIR", help="a prd.json, a Ralph prd.json, a GitHub issue export, a "
                                                          "markdown checklist or a directory of markdown task files")
     check.set_defaults(handler=cmd_check)
+    cost = actions.add_parser("cost", help="forecast what running a plan costs, from this TILTH_HOME's earlier sessions",
+                              description="Forecast what running a plan costs with the configured models and backends: "
+                                          "a range ($low-$high, 5th to 95th percentile) and its median, from the "
+                                          "receipts of earlier sessions in this TILTH_HOME (tasks of similar criteria "
+                                          "count and description size weigh more); says so when there is too little "
+                                          "history.")
+    cost.add_argument("file", nargs="?", metavar="PRD", help="the plan (default: prd.json here), in any format "
+                                                             "`tilth plan check` reads")
+    cost.set_defaults(handler=cmd_cost)
 
     imp = sub.add_parser("import", help="convert a Ralph prd.json, GitHub issue export, markdown checklist or "
                                         "directory of markdown task files into tilth's prd.json")

@@ -112,6 +112,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         from tilth.agents.accounting import Caps
 
         print(Caps.bounds_line(settings), flush=True)
+        cmd_plan.announce_forecast(acted.session_id, settings, say)
     if dashboard := cmd_serve.dashboard_line(acted.session_id):
         print(dashboard, flush=True)
     if args.foreground:

@@ -247,8 +247,9 @@ class Settings(BaseModel):
     protected_paths: list[str] = Field(default_factory=list)
     """Globs of paths an attempt may not touch (besides CI configuration: `.github/workflows/`,
     `.gitlab-ci.yml`, `.ci/`), unless its task's `may_change` allows them (`protected_path`) (env: comma-separated)."""
-    max_spend_usd: float | None = Field(None, ge=0)
-    """Stop the session (resumably) once its recorded model cost reaches this."""
+    max_spend_usd: float | None = Field(None, gt=0)
+    """Stop the session (resumably) once its recorded model cost reaches this (more than 0: a cap of 0 would
+    stop every session at once)."""
     max_wall_clock_s: float | None = Field(None, gt=0)
     """Stop the run (resumably) after this many seconds."""
     max_tokens_total: int | None = Field(None, ge=1)

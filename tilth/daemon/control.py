@@ -78,8 +78,11 @@ def fingerprint(secret: str | None) -> str | None:
     return hashlib.sha256(secret.encode()).hexdigest()[:8]
 
 
-def environment_differences(supervisor: dict) -> list[str]:
-    """One line per TILTH_* variable the running supervisor sees differently from this shell."""
+def environment_differences(supervisor: dict, handing_over: bool = False) -> list[str]:
+    """One line per TILTH_* variable the running supervisor sees differently from this shell: a
+    WARNING where the supervisor's value wins, a note where the session's recorded one does. With
+    `handing_over` (a start or resume records this shell's values) the notes are left out: the
+    value is applied."""
     from tilth.core.config import env_name
     from tilth.core.travel import SUPERVISOR_FIELDS
 
@@ -96,9 +99,12 @@ def environment_differences(supervisor: dict) -> list[str]:
             why = "runs of supervised sessions use the supervisor's key"
         elif name in own:
             why = "the supervisor uses its own value"
+        elif handing_over:
+            continue
         else:
-            why = ("a session runs with the settings recorded when it was started or resumed, so this shell's value "
-                   "applies to the sessions it starts or resumes")
+            lines.append(f"note: {seen}: a session runs with the settings recorded when it was started or resumed, "
+                         "so this shell's value applies to the sessions it starts or resumes")
+            continue
         lines.append(f"WARNING: {seen}: {why}")
     return lines
 

@@ -79,7 +79,7 @@ def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base
         check_checkout(repo)
     base = resolve_commit(repo, base_rev or "HEAD")
     if backend.name in ("openai", "agents") and settings.preflight:
-        preflight(settings, progress)
+        unpriced_notes = [*preflight(settings, progress), *unpriced_notes]
     for line in unpriced_notes:  # said once the start is sure to go ahead, never beside a refusal
         if notify is not None:
             notify(line)

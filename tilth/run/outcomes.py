@@ -46,7 +46,7 @@ document(
         "task_done": ("the task is done: commit made, status flipped, progress line written", "sha"),
         "failed_commit": ("a FAILED placeholder was made; data: sha, reason", "sha reason"),
         "task_failed": ("the task failed: placeholder made, status flipped, progress line written", "sha reason"),
-        "parked_commit": ("a PARKED placeholder was made; data: sha, asked_by (worker|evaluator), question",
+        "parked_commit": ("a PARKED placeholder was made; data: sha, asked_by (worker|evaluator|stall breaker), question",
                           "sha asked_by question"),
         "task_parked": ("the task waits for a person's answer (`tilth answer`): placeholder made, status flipped, "
                         "progress line written; the session goes on with tasks that do not depend on it; data: sha, "

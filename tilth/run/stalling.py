@@ -13,7 +13,7 @@ import re
 from difflib import SequenceMatcher
 
 from tilth.store.events import EventLog, document
-from tilth.store.ledger import LedgerEntry, Verdict
+from tilth.store.ledger import STALL_QUESTION, LedgerEntry, Verdict
 
 document({"task_stalled": ("a task was rejected for the same reason `count` times in a row and parks with a question; "
                            "data: count, category, concern, same (concern|diff: what repeated)",
@@ -21,7 +21,7 @@ document({"task_stalled": ("a task was rejected for the same reason `count` time
 
 SIMILAR = 0.8
 """SequenceMatcher ratio of two normalised concerns from which they say the same thing."""
-STALLED = "stalled"
+STALLED = STALL_QUESTION
 
 
 def _normal(text: str) -> str:
@@ -46,10 +46,13 @@ def repeats(verdict: Verdict, diff_sha: str, previous: LedgerEntry, previous_dif
 
 def stalled_verdict(task_id: str, verdict: Verdict, count: int) -> Verdict:
     """The parking verdict: the repeated concern as a question for a person."""
-    concern = " ".join(verdict.concern.split())[:1500] or "(no concern given)"
+    said = " ".join(verdict.concern.split())
+    # quoted, so a concern without a final stop (or cut at its limit) never runs into the question
+    quoted = f'"{said[:1500]}..."' if len(said) > 1500 else f'"{said}"'
+    concern = (quoted if said[-1:] in (".", "!", "?") else quoted + ".") if said else "(no concern given)."
     question = (f"{task_id} was rejected {count} times in a row for the same reason ({verdict.category}): {concern} "
-                "What should change? Answer with a hint or a narrower scope (`tilth answer`), or take the task out "
-                "of the plan (`tilth plan edit`).")
+                "What should change? Answer with a hint or a narrower scope (tilth answer), or take the task out "
+                "of the plan (tilth plan edit).")
     return Verdict(verdict="needs_human", category=STALLED, concern=verdict.concern, evidence=verdict.evidence,
                    next_step=verdict.next_step, question=question)
 

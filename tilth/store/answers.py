@@ -2,7 +2,7 @@
 
 One flushed JSONL line per event, oldest first:
 
-    {"kind": "question", "iter": 3, "asked_by": "worker"|"evaluator", "question": "...", "context": "...", "at": ...}
+    {"kind": "question", "iter": 3, "asked_by": "worker"|"evaluator"|"stall breaker", "question": "...", "context": "...", "at": ...}
     {"kind": "answer", "iter": 3, "text": "...", "at": ..., "id": ..., "by": "cli"|"dashboard"|"unknown"}
 
 `iter` is the ledger iteration that asked; an answer names the question it answers by it. A task

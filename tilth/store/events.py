@@ -33,7 +33,8 @@ DOCUMENTED: dict[str, EventType] = {}
 """Every registered event type, by name: the registry (`document` fills it, module by module)."""
 COMMON_FIELDS: frozenset[str] = frozenset({"lane"})  # a parallel task's lane stamps every event it writes
 """Data fields any event type may carry besides its own (none yet)."""
-UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "tool_call", "hook_run", "agent_step"}
+UNSYNCED = {"memory_load", "prompt_assembled", "model_attempt", "model_waiting", "agent_started", "tool_call", "hook_run",
+            "agent_step"}
 """Per-call bookkeeping, a dozen lines or more per iteration: written and flushed but not
 fsynced on their own (`jsonio.append_line`); the next event of any other type takes them to
 disk. Outcomes, verdicts and every `model_call` (spend) are fsynced as they are written."""

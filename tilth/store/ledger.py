@@ -84,10 +84,13 @@ class Verdict(BaseModel):
 
     @property
     def asked_by(self) -> str:
-        return "worker" if self.category == WORKER_QUESTION else "evaluator"
+        """`worker`, `stall breaker` (tilth itself, after the same rejection again and again) or `evaluator`."""
+        return {WORKER_QUESTION: "worker", STALL_QUESTION: "stall breaker"}.get(self.category, "evaluator")
 
 
 WORKER_QUESTION = "worker_question"
+STALL_QUESTION = "stalled"
+"""The category of the question the stall breaker (`run/stalling.py`) parks a task with."""
 
 
 def worker_question(asked: Question) -> Verdict:

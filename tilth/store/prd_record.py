@@ -15,7 +15,7 @@ did or names what is wrong. A field added or a constraint changed here applies t
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
-from tilth.store.prd_rules import AtLeastOne, NotBlank, TaskIdText, TaskStatus, TextOrObject
+from tilth.store.prd_rules import AtLeastOne, NotBlank, TaskIdText, TaskStatus, TextOrObject, Title
 from tilth.store.strict import plainly, strict_record
 
 TaskId = Annotated[str, TaskIdText()]
@@ -42,7 +42,8 @@ class Task:
 
     id: TaskId
     """Unique in the plan; used in branch trailers and ledger file names."""
-    title: Text
+    title: Annotated[str, Title()]
+    """One line people read in lists: at most `prd_rules.MAX_TITLE_CHARS` characters."""
     description: str
     acceptance_criteria: Annotated[list[Annotated[Text | Criterion, TextOrObject()]], AtLeastOne()]
     """Each a string (judged by the evaluator) or a `Criterion` with a `verify` command."""

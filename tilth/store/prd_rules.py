@@ -58,6 +58,35 @@ class NotBlank(Rule):
         return Annotated[source, StringConstraints(strip_whitespace=True, min_length=1), AfterValidator(_not_blank)]
 
 
+MAX_TITLE_CHARS = 300
+"""A task's title is a line people read in lists (a GitHub issue title is at most 256 characters); the
+description holds the rest."""
+
+
+class Title(NotBlank):
+    """A title: `NotBlank`, and at most `MAX_TITLE_CHARS` once stripped."""
+
+    def read(self, value: str) -> str:
+        stripped = super().read(value)
+        if len(stripped) > MAX_TITLE_CHARS:
+            raise Odd
+        return stripped
+
+    def pydantic_type(self, source: Any) -> Any:
+        from pydantic import AfterValidator
+
+        return Annotated[super().pydantic_type(source), AfterValidator(_short_title)]
+
+
+def _short_title(value: str) -> str:
+    if len(value) > MAX_TITLE_CHARS:
+        from pydantic_core import PydanticCustomError
+
+        raise PydanticCustomError("title_too_long", f"{len(value):,} characters; a title holds at most "
+                                  f"{MAX_TITLE_CHARS} (the rest belongs in the description)")
+    return value
+
+
 class AtLeastOne(Rule):
     """A list with one item or more."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from tilth.store.calls import Counted, Totals, is_dollars
 
-VERSION = 3
+VERSION = 5
 CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped", "acted",
                "session_unpaused", "doctor_repaired", "doctor_crashed"}
@@ -29,6 +29,25 @@ STATES = {"session_created": "created", "session_queued": "queued", "session_sta
 
 
 @dataclass
+class Waiting:
+    """A model call or a CLI agent run in flight (or a retry's wait), as its start event said."""
+
+    on: str
+    """`model`, `retry` (waiting out the backoff before attempt `attempt`) or `agent`."""
+    role: str
+    name: str
+    """The model, or the agent (`claude`, `codex`, ...)."""
+    since: str
+    attempt: int = 1
+    iteration: int | None = None
+
+
+WAIT_ENDS = {"session_started", "session_end", "session_crashed", "session_stopped", "task_started", "task_done",
+             "task_failed", "task_parked", "question_parked", "task_requeued"}
+"""Events after which nothing the journal said was in flight still is."""
+
+
+@dataclass
 class TaskRoll(Totals):
     """A task's facts; its tokens and cost are `Totals` of its model calls."""
 
@@ -36,11 +55,14 @@ class TaskRoll(Totals):
     """As events tell it: in_progress, done, failed, requeued, or a status set by reconciliation."""
     iteration: int | None = None
     attempts: int | None = None
-    """The iteration of the last verdict."""
+    """Attempts made: the iteration of the last verdict, or of the last worker turn that made its case
+    (an attempt a cap or a stop cut off before its verdict was still made)."""
     verdict: str | None = None
     category: str | None = None
     concern: str | None = None
     """Whitespace-flattened, at most CONCERN_CHARS."""
+    question: str | None = None
+    """The question the last verdict parked the task with (`task_parked`), as flattened as the concern."""
     sha: str | None = None
     evaluator_calls: int = 0
     wall_s: float = 0.0
@@ -83,6 +105,10 @@ class Rollup:
     caps: dict[str, float | None] = field(default_factory=dict)
     """The limits in force, as the last run recorded them (`session_started` data.caps)."""
     caps_reached: dict[str, dict[str, Any]] = field(default_factory=dict)
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    """What each task (by id; `""` for none) waits on right now: a model call, a retry, a CLI agent run."""
+    stopped_by: str | None = None
+    """Who asked this run's last stop (`cli`, `dashboard`), when its event said; None after a new start."""
     auto_resume_attempts: int | None = None
     """The most auto-resumes in a row the supervisor allows, as the latest `session_crashed` or
     `session_auto_resumed` said (`tilth status`: `auto-resume 2/3`); None before any said it."""
@@ -158,12 +184,18 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         concern = data.get("concern")
         t.attempts, t.verdict, t.category = it, _text(data.get("verdict", "")), _text(data.get("category"))
         t.concern = " ".join(concern.split())[:CONCERN_CHARS] if isinstance(concern, str) else None
+        t.question = None
+    elif t is not None and kind == "worker_done" and it and data.get("made_case") is True:
+        t.attempts = max(t.attempts or 0, it)
     elif t is not None and kind in ("task_done", "task_failed", "accepted_committed"):
         t.status, t.sha = ("failed" if kind == "task_failed" else "done"), _text(data.get("sha"))
         if task == r.current_task:
             _close_task(r, ts)
     elif t is not None and kind in ("task_parked", "question_parked"):
         t.status, t.sha = "parked", _text(data.get("sha"))
+        question = data.get("question")
+        t.question = " ".join(question.split())[:CONCERN_CHARS] if isinstance(question, str) and question.strip() \
+            else t.question
         if task == r.current_task:
             _close_task(r, ts)
     elif t is not None and kind == "task_answered":
@@ -176,13 +208,42 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         for tid, status in data["changes"].items():
             r.tasks.setdefault(tid, TaskRoll()).status = str(status)
     elif kind == "session_started":
-        r.caps_reached = {}
+        r.caps_reached, r.stopped_by = {}, None
         if isinstance(data.get("caps"), dict):
             r.caps = {k: v for k, v in data["caps"].items() if v is None or is_dollars(v)}
     elif kind == "cap_reached" and isinstance(data.get("cap"), str):
         r.caps_reached[data["cap"]] = {"limit": data.get("limit"), "value": data.get("value")}
     elif kind == "session_end" and isinstance(data.get("state"), str):
         r.state = data["state"]
+    if (kind == "session_stopped" or (kind == "acted" and data.get("action") == "stop")) \
+            and isinstance(data.get("by"), str) and data["by"]:
+        r.stopped_by = data["by"]
+    track_waiting(r.waiting, kind, ts, task, it, data)
     if kind in ("session_crashed", "session_auto_resumed") and type(data.get("attempts")) is int:
         r.auto_resume_attempts = data["attempts"]
     return r
+
+
+def track_waiting(waiting: dict[str, Waiting], kind: str, ts: str, task: str | None, it: int | None,
+                  data: dict[str, Any]) -> None:
+    """`waiting` (by task id) as a call, a retry's backoff or an agent run starts and ends."""
+    key, attempt = task or "", data.get("attempt")
+    attempt = attempt if type(attempt) is int and attempt > 0 else 1
+    role = _text(data.get("role")) or ""
+    if kind == "model_waiting":
+        waiting[key] = Waiting("model", role, _text(data.get("model")) or "", ts, attempt, it)
+    elif kind == "model_attempt":
+        wait_s = data.get("wait_s")
+        if data.get("outcome") != "ok" and isinstance(wait_s, (int, float)) and wait_s > 0:
+            waiting[key] = Waiting("retry", role, _text(data.get("model")) or "", ts, attempt + 1, it)
+        else:
+            waiting.pop(key, None)
+    elif kind == "agent_started":
+        waiting[key] = Waiting("agent", role, _text(data.get("agent")) or "", ts, 1, it)
+    elif kind == "agent_run":
+        waiting.pop(key, None)
+    elif kind in WAIT_ENDS:
+        if kind.startswith("session_"):
+            waiting.clear()
+        else:
+            waiting.pop(key, None)

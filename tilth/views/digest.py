@@ -114,7 +114,7 @@ def session_digest(home: Path, session_id: str, since: datetime, entries: list[E
                  for tid in parked)
     if state in NEEDS_STATES:
         until = f" until {view.paused_until}" if state == "paused" and view.paused_until else ""
-        said = session_end(state, view.reason)
+        said = session_end(state, view.reason, roll.stopped_by)
         needs.append((f"session {said}" if said.split(" ", 1)[0] == state else
                       f"session {state}{until}" + (f": {said}" if said else ""))
                      + ("" if state == "paused" else f" (`tilth resume {session_id}`)"))

@@ -31,7 +31,9 @@ from tilth.store.jsonio import parse_object
 from tilth.store.lock import is_locked
 from tilth.store.session_peek import peek_session
 from tilth.store.session_state import SessionState, effective_state
+from tilth.core.clock import utc_now
 from tilth.views.readable import Readable
+from tilth.views.waiting import HEARTBEAT_S, waiting_text
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3,
               SessionState.paused: 3, SessionState.waiting: 5}
@@ -110,8 +112,12 @@ def _why(paths: SessionPaths, state: SessionState) -> str:
     """` (why it ended, in words)` for an end that has a reason: a failure, a stop, a cap."""
     from tilth.views.reasons import session_end
 
+    from tilth.store.rollup import load_rollup
+
     reason = peek_session(paths).reason
-    return f" ({session_end(state.value, reason)})" if reason and state != SessionState.done else ""
+    if not reason or state == SessionState.done:
+        return ""
+    return f" ({session_end(state.value, reason, load_rollup(paths.events).stopped_by)})"
 
 
 def _waiting_state(paths: SessionPaths) -> str:
@@ -203,9 +209,12 @@ def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None], last: in
     def pending() -> list[str]:
         return [line for event in tail.read() for line in stamped(event, view.lines(event))]
 
-    def flush() -> None:
-        for line in pending():
+    def flush() -> float | None:
+        """When it printed (None: nothing new)."""
+        lines = pending()
+        for line in lines:
             out(line)
+        return time.monotonic() if lines else None
 
     if last is None:
         backlog = pending()
@@ -215,10 +224,22 @@ def logs(paths: SessionPaths, follow: bool, out: Callable[[str], None], last: in
         out(line)
     if not follow:
         return 0
+    said = time.monotonic()
     if settled(paths) is None:
         for _ in _changes([paths.dir], ("events.jsonl", "session.json", "session.lock")):
-            flush()
+            said = flush() or said
             if settled(paths) is not None:
                 break
+            if time.monotonic() - said >= HEARTBEAT_S:  # a sign of life through a long call or agent run
+                out(heartbeat(view))
+                said = time.monotonic()
     flush()
     return 0
+
+
+def heartbeat(view: Readable) -> str:
+    """`HH:MM:SS … waiting on the worker's model gpt-4o-mini, 40 s so far`, or that nothing new happened."""
+    now = utc_now()
+    waits = [f"{task + ' ' if task else ''}waiting on {waiting_text(w, now)}" for task, w in view.waiting.items()]
+    said = "; ".join(waits) if waits else "still running, nothing new in the journal"
+    return f"{now.strftime('%H:%M:%S')} … {said}"

@@ -24,6 +24,7 @@ from tilth.views.event_phrases import (agent_run_line, auto_resume_note, auto_re
                                        command_status, final_review_lines, learnings_line, scripted_line, short_sha,
                                        tool_summary, verify_line)
 from tilth.views.figures import plural, short, verdict_label
+from tilth.store.rollup_fold import Waiting, track_waiting
 from tilth.views.reasons import session_end, task_failure
 
 TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
@@ -66,6 +67,8 @@ class Readable:
         self.refusals: list[str] = []
         self.refused_at = ""
         self.stop_by: str | None = None
+        self.waiting: dict[str, Waiting] = {}
+        """What each task waits on as of the last event seen (`tilth logs -f`'s heartbeat says it)."""
         self.verdicts: dict[str, tuple[int, Any, Any]] = {}
         """Each task's last verdict seen (attempt, category, concern): a FAILED line says why from it."""
         self.wording: dict[str, Callable[[dict[str, Any]], str | list[str] | None]] = {
@@ -76,7 +79,10 @@ class Readable:
                                          + (f" (exit {d['exit_code']})" if d.get("exit_code") is not None else "")
                                          + auto_resume_note(d),
             "session_auto_resumed": auto_resumed_line,
-            "session_stopped": lambda d: "session stopped by `tilth stop`"
+            "model_waiting": lambda d: None,  # the heartbeat says it, once the wait is long enough to matter
+            "agent_started": lambda d: f"{d.get('role')} {d.get('agent')} started",
+            "session_stopped": lambda d: ("session stopped from the dashboard" if d.get("by") == "dashboard"
+                                          else "session stopped by `tilth stop`")
                                          + (f" --now (runner pid {d.get('pid')} killed)" if d.get("now") else ""),
             "session_started": lambda d: f"running with backend: {d['backend']}"
                                          + (" (resumed)" if d.get("resume") else ""),
@@ -164,6 +170,10 @@ class Readable:
         if _is_pre_tool(event):
             self.refused_at = _where(event)
         wording = self.wording.get(event["type"])
+        if isinstance(event.get("data"), dict):
+            task = event["task"] if isinstance(event.get("task"), str) else None
+            track_waiting(self.waiting, event["type"], event["ts"], task,
+                          event["iter"] if type(event.get("iter")) is int else None, event["data"])
         try:
             text = wording(event["data"]) if wording else _compact(event)
             if event["type"] in ("verdict", "task_failed") and event.get("task"):

@@ -47,7 +47,14 @@ def _duration(seconds: float) -> str:
 def _current(summary: dict[str, Any]) -> str:
     if summary["state"] not in LIVE or not summary.get("current_task"):
         return "-"
-    return f"{summary['current_task']} #{summary['iteration']}" if summary.get("iteration") else summary["current_task"]
+    current = f"{summary['current_task']} #{summary['iteration']}" if summary.get("iteration") else summary["current_task"]
+    waits = [w for w in summary.get("waiting") or [] if w["task"] == summary["current_task"]]
+    if not waits:
+        return current
+    w = waits[0]
+    waited = f", {int(w['waited_s'])} s" if w.get("waited_s") is not None else ""
+    retry = f", attempt {w['attempt']}" if w["attempt"] > 1 else ""
+    return f"{current} (waits on {'retry of ' if w['on'] == 'retry' else ''}{w['name']}{waited}{retry})"
 
 
 def _clock(ts: str) -> str:
@@ -209,6 +216,7 @@ def render_one(summary: dict[str, Any]) -> str:
         f"backend  {summary['backend']}" + (" (test/demo backend, no model)" if summary["backend"] == "scripted" else ""),
         f"sandbox  {_sandbox(summary.get('sandbox'))}",
         f"current  {_current(summary)}" + (f" (pid {summary['pid']})" if summary.get("pid") else ""),
+        *[f"waiting  {(w['task'] + ': ') if w['task'] else ''}on {w['text']}" for w in summary.get("waiting") or []],
         f"elapsed  {_duration(summary.get('elapsed_s', 0))}, "
         f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
         f"{spend(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False), summary.get('unpriced_calls', 0))}",

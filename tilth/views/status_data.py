@@ -19,6 +19,7 @@ from typing import Any
 from tilth.core.clock import utc_now
 from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
+from tilth.store.jsonio import parse_object
 from tilth.store.lock import read_holder
 from tilth.store.prd_peek import peek_plan
 from tilth.store.prd_record import Task
@@ -31,7 +32,8 @@ from tilth.store.session_state import SessionState, effective_state
 from tilth.views.parallel_figures import figures
 from tilth.views.figures import verdict_label
 from tilth.views.asking import answer_command, open_asks
-from tilth.views.reasons import task_failure, verdict_words
+from tilth.views.waiting import waiting_data
+from tilth.views.reasons import session_end, task_failure, task_outcome, verdict_words
 
 
 VERDICT_CHARS = 100
@@ -43,7 +45,9 @@ def activity(rollup: Rollup, live: bool) -> dict[str, Any]:
     spend, and each cap in force with how close the session is to it."""
     verdicts = {tid: {"attempts": t.attempts,
                       "last_verdict": verdict_label(t.verdict or "", t.category, t.concern, limit=VERDICT_CHARS),
-                      "why": verdict_words(t.verdict, t.category, t.concern, limit=VERDICT_CHARS),
+                      # a parked task's line says its question, never the context that came with it
+                      "why": verdict_words(t.verdict, t.category, t.question if t.verdict == "needs_human"
+                                           and t.question else t.concern, limit=VERDICT_CHARS),
                       **({"failure": task_failure(t.attempts or 0, t.category, t.concern, limit=VERDICT_CHARS)}
                          if t.verdict == "reject" else {})}
                 for tid, t in rollup.tasks.items() if t.verdict is not None}
@@ -93,6 +97,7 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     lanes = figures(paths)
     for line in tasks:
         line.update(receipt(rollup, line["id"], utc_now() if live else None))
+        line["outcome"] = task_outcome(line.get("blocked") or line["status"], state)  # as `tilth status` says it
     summary = {
         "id": record.id,
         "state": state,
@@ -108,7 +113,8 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "pid": holder.get("pid") if holder else None,
         "supervised": record.supervised,
         "start_at": record.start_at,
-        "reason": _reason(record, state),
+        "reason": session_end(state, _reason(record, state), rollup.stopped_by) or None,
+        "stopped_by": rollup.stopped_by if state == SessionState.stopped else None,
         "auto_resumes": record.auto_resumes,
         "auto_resume_at": record.auto_resume_at,
         "auto_resume_attempts": rollup.auto_resume_attempts,
@@ -118,6 +124,10 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
         "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
     }
+    summary["forecast"] = parse_object((paths.dir / "forecast.json").read_bytes()) \
+        if (paths.dir / "forecast.json").is_file() else None  # what `tilth start` forecast (views/forecast.py)
+    # what a running session waits on: a model call, a retry's backoff, a CLI agent run (since when, which attempt)
+    summary["waiting"] = waiting_data(rollup.waiting, utc_now()) if live else []
     if state not in LIVE:  # an ended (or archived, or not yet started) session has no current task
         summary.update(current_task=None, iteration=None)
     return summary

@@ -221,6 +221,8 @@ def tally(paths: SessionPaths) -> SessionTally:
         checks = checks_of.get((task_id, iterations)) if iterations else None
         if commit:
             iterations = max(iterations, commit.iterations)
+        if task_id in rolled.tasks:  # an attempt cut off before its verdict was made all the same
+            iterations = max(iterations, rolled.tasks[task_id].attempts or 0)
         mine = Totals.of_events(calls_of.get(task_id, []))
         reason = code = ""
         if outcome == "failed":

@@ -207,7 +207,7 @@ def _age_s(ts: str | None, now: float) -> float | None:
 def needs_you(home: Path, summaries: list[dict[str, Any]], now: float | None = None) -> dict[str, Any]:
     """What waits on the person, from the summaries: every open question (session, task, its title,
     who asked, the text, how long it has waited), the sessions waiting, paused, failed or crashed
-    with their reason, and the spend of the sessions active in the last 24 hours."""
+    (or stopped by a cap) with their reason, and the spend of the sessions active in the last 24 hours."""
     from tilth.store.answers import last_question
 
     now = time.time() if now is None else now
@@ -225,7 +225,8 @@ def needs_you(home: Path, summaries: list[dict[str, Any]], now: float | None = N
             questions.append({"session": s["id"], "task": q["task"], "title": titles.get(q["task"], ""),
                               "asked_by": q.get("asked_by"), "question": q.get("question"),
                               "context": q.get("context") or "", "waited_s": _age_s(asked.at if asked else None, now)})
-        if s.get("state") in ATTENTION_STATES:
+        capped = s.get("state") == "stopped" and any(c.get("reached") for c in (s.get("caps") or {}).values())
+        if s.get("state") in ATTENTION_STATES or capped:  # a cap's stop waits on a person: raise it, resume
             attention.append({"session": s["id"], "state": s["state"], "reason": s.get("reason") or "",
                               "paused_until": s.get("paused_until")})
         touched = file_stamp(session_paths(s["id"], home), "events.jsonl")

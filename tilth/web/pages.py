@@ -93,6 +93,15 @@ def _why(t: dict[str, Any], v: dict[str, Any]) -> str:
     return (v.get("failure") if t.get("status") == "failed" else None) or v.get("why") or v.get("last_verdict", "")
 
 
+def waiting_since(w: dict[str, Any]) -> str:
+    """`waiting on the worker's model gpt-4o-mini since 14:02:07 UTC (attempt 2)`: a time, which a page
+    that is not redrawn every second keeps true."""
+    what = {"agent": "agent", "retry": "model"}.get(w["on"], "model")
+    retry = "to retry " if w["on"] == "retry" else ""
+    attempt = f" (attempt {w['attempt']})" if w["attempt"] > 1 else ""
+    return f"waiting {retry}on the {w['role']}'s {what} {w['name']} since {w['since'][11:19]} UTC{attempt}"
+
+
 def tasks(s: dict[str, Any]) -> str:
     if "error" in s:
         return ""
@@ -104,8 +113,10 @@ def tasks(s: dict[str, Any]) -> str:
         iters = v.get("attempts") or ""
         if t["id"] == s.get("current_task") and s.get("iteration") and t["status"] == "in_progress":
             iters = f"#{s['iteration']} now"
+        waits = "".join(f'<div class="muted waiting">{e(waiting_since(w))}</div>'
+                        for w in s.get("waiting") or [] if w["task"] == t["id"])
         out.append(f'<tr data-task="{e(t["id"])}"><td>{e(t["id"])}</td><td>{e(t["title"])}</td>'
-                   f'<td class="status status-{e(t["status"])}">{e(task_state(t))}</td>'
+                   f'<td class="status status-{e(t["status"])}">{e(task_state(t))}{waits}</td>'
                    f'<td class="iters num">{e(iters)}</td><td class="verdict">{e(_why(t, v))}</td>'
                    f'<td class="receipt">{e(receipt_text(t) if t.get("attempts") or t.get("cost_usd") else "")}'
                    "</td></tr>")

@@ -27,6 +27,8 @@ document(
         "model_attempt": ("one HTTP attempt at a model call; data: role, model, attempt, outcome "
                           "(ok|rate_limited|server_error|timeout|connection_error|empty_reply|bad_response|"
                           "client_error), status, wait_s", "role model attempt outcome status wait_s"),
+        "model_waiting": ("an HTTP attempt at a model call was sent and its answer is awaited (`tilth status` and "
+                          "`tilth logs -f` say so while it lasts); data: role, model, attempt", "role model attempt"),
     }
 )
 
@@ -127,6 +129,7 @@ class ChatClient:
         for attempt in range(1, s.max_retries + 2):
             started = time.monotonic()
             retry_after = None
+            self.events.emit("model_waiting", task_id, iteration, role=self.role, model=self.model, attempt=attempt)
             try:
                 reply, usage = self._request(messages, tools, tool_choice)
                 outcome, status, retryable = ("ok", 200, False) if reply else ("empty_reply", 200, True)
@@ -216,4 +219,8 @@ def _usage(raw: Any) -> Usage:
             details = vars(details)
         if isinstance(details, Mapping):
             raw = {**raw, "cached_tokens": details.get("cached_tokens")}
+        # cache writes: OpenRouter's prompt_tokens_details.cache_write_tokens, LiteLLM's and
+        # Anthropic-shaped proxies' cache_creation_input_tokens (both already inside prompt_tokens)
+        written = details.get("cache_write_tokens") if isinstance(details, Mapping) else None
+        raw = {**raw, "cache_write_tokens": written if written is not None else raw.get("cache_creation_input_tokens")}
     return Usage.model_validate(raw)

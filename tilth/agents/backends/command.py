@@ -41,6 +41,8 @@ document({
                   "agent's own session id), error, limit (a usage limit it hit), log",
                   "role agent command exit_code stopped duration_ms stdout_bytes stderr_bytes case verdict answer session "
                   "error limit log"),
+    "agent_started": ("a CLI agent was started and is running (`tilth status` and `tilth logs -f` say so until its "
+                      "`agent_run`); data: role, agent, command", "role agent command"),
     "agent_step": ("one thing a CLI agent did while it ran; data: role, agent, kind (message|tool_use|tool_result|"
                    "command|file_change|error|retry|init), name, text (cut short; the whole stream is under agents/)",
                    "role agent kind name text"),
@@ -85,6 +87,7 @@ class CliAgent:
             timeout, walled = self.settings.agent_timeout_s, False
             if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
                 timeout, walled = max(0.1, self.meter.wall_deadline - time.monotonic()), True
+            at.events.emit("agent_started", at.task_id, at.iteration, role=role, agent=self.name, command=spec.argv[0])
             try:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
                                  prompt_file if spec.stdin_is_prompt else Path(os.devnull), timeout,
