@@ -169,3 +169,31 @@ def test_a_pushed_branch_is_rewritten_only_with_a_lease_on_its_old_tip(sandbox, 
     assert git(remote, "rev-parse", "session/s1").strip() == rewritten
     body = (sandbox.session_dir("s1") / "pr.md").read_text()
     assert f"**The branch was rewritten** since it was pushed at `{pushed[:7]}`" in body
+
+
+LANES = {"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false", **ONE_TRY}
+
+
+@pytest.mark.parametrize("point", ["placeholders_lowered@B", "placeholder_reapplied@B"])
+@pytest.mark.slow
+def test_kill_9_while_a_lane_lands_below_a_placeholder_then_resume(sandbox, point):
+    """--parallel 2: B's commit lands below A's placeholder (shelved for it, then re-applied); a kill at
+    either step, then `resume`: one commit per task, A's retry from its work, nothing twice."""
+    scenario = sandbox.write_json("scenario.json", {
+        "tasks": {"A": [{"write": {"a.txt": "half\n"}, "verdict": REJECT}, {"write": {"a2.txt": "rest\n"}}]},
+        "default": [{"write": {"{task}.txt": "x\n"}, "run": ["sleep 0.5"]}]})
+    plan = sandbox.write_json("prd.json", [task("A"), task("B"), task("C", depends_on=["A"])])
+    child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "r1", "--backend",
+                          "scripted", "--scenario", str(scenario), "--foreground", "--parallel", "2",
+                          env={**LANES, "TILTH_TEST_PAUSE_AT": point})
+    wait_for_pause(child, point.split("@")[0])
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+
+    resumed = sandbox.tilth("resume", "r1", "--foreground", "--parallel", "2", env=LANES)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert_one_commit_per_task(sandbox, "r1", {"A": ["a.txt", "a2.txt"], "B": ["B.txt"], "C": ["C.txt"]})
+    order = [c["task"] for c in sandbox.commits("r1")]
+    assert order.index("A") < order.index("C")
+    assert sorted((line[1], line[2]) for line in sandbox.progress("r1")) == [
+        ("A", "done"), ("A", "failed:iterations_exhausted"), ("B", "done"), ("C", "done")]

@@ -92,8 +92,8 @@ def _restore_progress(ws: Workspace, commits: list[TaskCommit]) -> None:
         if c.first[:7] in known:
             continue
         known.add(c.first[:7])
-        append_progress(ws.paths.progress, outcome_line(c.task_id, c.outcome, c.iterations, c.sha, c.title))
-        ws.events.emit("progress_restored", c.task_id, c.iterations, sha=c.sha)
+        append_progress(ws.paths.progress, outcome_line(c.task_id, c.outcome, c.iterations, c.first, c.title))
+        ws.events.emit("progress_restored", c.task_id, c.iterations, sha=c.first)
 
 
 def reconcile(ws: Workspace, unwind_failed: bool) -> None:

@@ -145,6 +145,8 @@ class Readable:
             "status_reconciled": lambda d: "task statuses corrected from the branch: " + ", ".join(
                 f"{k} {v}" for k, v in d["changes"].items()) if d.get("changes") else None,
             "placeholder_taken": lambda d: f"took its placeholder {short_sha(d)} off the branch; retrying from its edits",
+            "placeholders_shelved": lambda d: None,
+            "placeholders_raised": lambda d: None,
             "placeholders_lowered": lambda d: f"starts from the last task commit {str(d.get('floor'))[:7]}; the "
                                               "placeholders above it go back on top after its commit",
             "placeholder_reapplied": lambda d: f"placeholder back on top of the branch: {short_sha(d)}" + (
