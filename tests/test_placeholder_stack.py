@@ -35,7 +35,7 @@ def assert_one_commit_per_task(sandbox, session_id: str, owned: dict[str, list[s
     assert git(sandbox.repo, "rev-list", "--merges", f"main..session/{session_id}") == ""
     for c in commits:
         assert files_of(sandbox, c["sha"]) == owned[c["task"]], (c["task"], files_of(sandbox, c["sha"]))
-    assert not [r for r in tilth_refs(sandbox) if "/shelf/" in r], "nothing left on the shelf"
+    assert not [r for r in tilth_refs(sandbox) if "/shelf/" in r or "/partial/" in r], "nothing left on the shelf"
 
 
 def test_a_failure_stays_above_the_later_tasks_and_its_retry_is_one_commit(sandbox):
@@ -51,6 +51,12 @@ def test_a_failure_stays_above_the_later_tasks_and_its_retry_is_one_commit(sandb
     assert git(sandbox.repo, "show", "session/s1:t2.py") == "half = 2\n", "the placeholder holds the partial work"
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "failed", "T-3": "done", "T-4": "pending"}
     assert git(sandbox.worktree("s1"), "status", "--porcelain") == ""
+    placeholder = sandbox.commits("s1")[2]["sha"][:7]
+    assert f"commits  2 task commits, then 1 placeholder above them: {placeholder} FAILED (T-2)" in \
+        sandbox.tilth("status", "s1").stdout
+    report = (sandbox.session_dir("s1") / "report.md").read_text()
+    assert f"Commits:    3 commits: 2 task commits, 1 placeholder above them holding partial work: `{placeholder}` " \
+           "FAILED (T-2)" in report
 
     resumed = sandbox.tilth("resume", "s1", "--foreground", env=ONE_TRY)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
@@ -61,6 +67,7 @@ def test_a_failure_stays_above_the_later_tasks_and_its_retry_is_one_commit(sandb
     assert git(sandbox.repo, "rev-list", "--merges", "main..session/s1") == ""
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done", "T-3": "done", "T-4": "done"}
     assert tilth_refs(sandbox) == [], "no shelf or partial ref outlives the retry"
+    assert "commits  4 task commits\n" in sandbox.tilth("status", "s1").stdout
     assert git(sandbox.worktree("s1"), "status", "--porcelain") == ""
 
 

@@ -174,7 +174,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         from tilth.views.status_data import session_summary
 
         cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
-        summary = session_summary(session_paths(args.id))
+        summary = session_summary(session_paths(args.id), with_commits=True)
         print(json_text(summary) if args.json else render_one(summary))
         return 0
     home = tilth_home()

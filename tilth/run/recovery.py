@@ -15,7 +15,8 @@ Run on every start of `tilth run` / `tilth resume`, under the session lock:
    before the commit), parked (its last entry asks a question nobody answered yet; the kill came
    before the PARKED placeholder) or put back to pending with its worktree edits kept for the retry
    (as its partial work, `refs/tilth/partial/<session>/<task>`, applied where the retry starts);
-5. placeholders a killed run left on the shelf go back on top of the branch (`stacking.settle`).
+5. placeholders a killed run left on the shelf go back on top of the branch (`stacking.settle`), and
+   the kept partial work of tasks done meanwhile is removed (`lane_partials.sweep`).
 
 Between runs nothing but the user can move the branch, so its tip, after the steps above, is
 what the run's `guard_branch` holds the branch to.
@@ -29,6 +30,7 @@ from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
 from tilth.run.outcomes import Workspace, commit_done, commit_parked, repair_head
+from tilth.run import lane_partials
 from tilth.run.parking import still_asking
 from tilth.run.stacking import keep_edits, settle, shelved_commits
 from tilth.store.answers import is_answered
@@ -149,6 +151,7 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
             set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
             ws.events.emit("task_requeued", task.id)
     settle(ws, "killed")
+    lane_partials.sweep(ws)  # the kept work of a task whose commit a kill left before it was forgotten
 
 
 def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, TaskStatus]) -> set[str]:
