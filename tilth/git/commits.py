@@ -51,8 +51,8 @@ def _left_out(refused: list[str]) -> str:
 def failed_message(session_id: str, task: Task, reason: str, iterations: int, last_concern: str,
                    left_out: list[str] | None = None) -> str:
     body = (
-        "Placeholder for a task that ran out of attempts. It holds the partial work;\n"
-        f"`tilth resume {session_id}` unwinds it so the retry continues from these edits."
+        "Placeholder for a task that ran out of attempts. It holds the partial work, above the task commits;\n"
+        f"`tilth resume {session_id}` retries the task from these edits and replaces this with its one commit."
     )
     if last_concern.strip():
         body += f"\n\nLast concern: {last_concern.strip()}"

@@ -159,7 +159,7 @@ def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, Ta
     failure does not stop the others): the plan says pending or in_progress while their latest
     commit, below the tip, is the placeholder. A placeholder at the tip is a failure whose status
     write a kill may have cut off, so the branch decides there; except a PARKED one whose question
-    `tilth answer` answered and put back to pending (the run's first boundary unwinds it)."""
+    `tilth answer` answered and put back to pending (it leaves the branch when the task runs again)."""
     tip = str(ws.repo.head.target)
     below = {tid for tid, c in latest.items() if c.placeholder and c.sha != tip
              and before.get(tid) in (TaskStatus.pending, TaskStatus.in_progress, TaskStatus.parked)}

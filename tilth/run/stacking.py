@@ -30,6 +30,7 @@ from tilth.git.shelf import above, kept_off, lower, reapply, shelve, shelved, sh
 from tilth.run import lane_partials
 from tilth.run.outcomes import Workspace
 from tilth.store.events import document
+from tilth.store.ledger import read_entries
 from tilth.store.prd import TaskStatus, load_current_plan
 
 document(
@@ -150,14 +151,18 @@ def keep_edits(ws: Workspace, owner: str, why: str) -> None:
 
 def settle(ws: Workspace, why: str = "stopped") -> None:
     """At a run's end (and by `recovery.reconcile` after a kill): placeholders left on the shelf go back
-    on top, after the edits of the task in progress are kept as its partial work. With no task in
-    progress the worktree holds no task's work (only a re-application a kill cut short), so the files
-    follow the branch."""
-    if not shelved(ws.repo, ws.record.id):
+    on top, after the edits of the task in progress are kept as its partial work. Files that lag behind
+    a re-application a kill cut short follow the branch; any other edits that could not be kept stay,
+    and so does the shelf."""
+    if not (waiting := shelved(ws.repo, ws.record.id)):
         return
     owner = next((t.id for t in load_current_plan(ws.paths.prd) if t.status == TaskStatus.in_progress), None)
     if owner is not None:
+        last = read_entries(ws.paths.ledger_dir, owner)[-1:]
+        if last and (last[0].verdict.accepted or last[0].verdict.parks):
+            return  # its worktree is a commit the next reconcile makes first (accepted, or parked), then settles
         keep_edits(ws, owner, why)
-        if ws.repo.status():
-            return  # its edits could not be kept: they stay, and the next task starts from this floor
+    tip, base = str(ws.repo.head.target), ws.record.base_commit
+    if ws.repo.status() and (owner is not None or not any(above(ws.repo, tip, base, t) for t, _ in waiting)):
+        return  # edits that could not be kept (no re-application a kill cut short): they stay where they are
     raise_shelf(ws)
