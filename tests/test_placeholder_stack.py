@@ -146,6 +146,7 @@ def test_kill_9_while_placeholders_move_loses_and_repeats_nothing(sandbox, point
     assert git(sandbox.worktree("s1"), "status", "--porcelain") == ""
 
 
+@pytest.mark.slow
 def test_a_pushed_branch_is_rewritten_only_with_a_lease_on_its_old_tip(sandbox, tmp_path):
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
