@@ -192,7 +192,7 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
     answered = cluster.tilth("h9", "answer", "q", "T-1", "Drop v1; migrate both callers.")
     assert answered.returncode == 0 and "queued again" in answered.stdout, answered.stdout + answered.stderr
     assert cluster.wait("q").returncode == 0
-    assert cluster.commits("q") == [("T-1", "parked"), ("T-2", ""), ("T-1", "")]
+    assert cluster.commits("q") == [("T-2", ""), ("T-1", "")], "the answered task's retry replaced its placeholder"
     prompts = [json.loads(line) for line in cluster.file("q", "prompts.jsonl").splitlines()]
     retry = next(p["prompt"] for p in prompts if p["task"] == "T-1" and p["iter"] == 2 and p["role"] == "worker")
     assert "Answer: Drop v1; migrate both callers." in retry and "prefer small commits" in retry
@@ -204,18 +204,35 @@ def test_a_parked_dispatched_session_is_answered_and_noted_from_another_machine(
 
 @pytest.mark.slow
 @pytest.mark.redis
-def test_an_answered_dispatched_task_parked_at_the_tip_is_retried_on_top_of_its_placeholder(cluster):
-    """The PARKED placeholder is the branch's last commit: the retry builds on it (a dispatched
-    branch only moves forward), so the push after it lands instead of being refused for ever."""
-    start_asking(cluster, "t", ["T-1"])
-    assert cluster.wait("t").returncode == 5
-    answered = cluster.tilth("h9", "answer", "t", "T-1", "Drop v1.")
-    assert answered.returncode == 0, answered.stdout + answered.stderr
-    ended = cluster.wait("t", timeout=90)
+@pytest.mark.timeout(300)
+def test_a_dispatched_failure_stays_above_and_its_resume_is_one_commit_per_task(cluster):
+    """The worker keeps the FAILED placeholder above the task commits on the remote; `tilth resume` from
+    another machine retries it from its work, and the rewritten branch reaches the remote through the
+    lease (`--force-with-lease` against the tip the worker fetched): one commit per task, in order."""
+    cluster.worker("w1")
+    cluster.environ["h0"] = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
+    reject = {"verdict": "reject", "category": "half_finished", "concern": "not finished", "next_step": "finish"}
+    plan = cluster.root / "f-prd.json"
+    plan.write_text(json.dumps([task("T-1"), task("T-2"), task("T-3", depends_on=["T-1"])]))
+    scenario = cluster.root / "f-scenario.json"
+    scenario.write_text(json.dumps({"tasks": {"T-1": [{"write": {"half.txt": "half\n"}, "verdict": reject},
+                                                      {"write": {"rest.txt": "rest\n"}}]}}))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "f", "--backend", "scripted",
+                            "--scenario", str(scenario))
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert cluster.wait("f").returncode == 1
+    assert cluster.commits("f") == [("T-2", ""), ("T-1", "failed")], "the placeholder is above the task commits"
+    assert "half.txt" not in git(cluster.remote, "ls-tree", "-r", "--name-only", "session/f~1").split(), \
+        "the independent task's commit is free of the failed task's edits"
+
+    resumed = cluster.tilth("h9", "resume", "f")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ended = cluster.wait("f", timeout=90)
     assert ended.returncode == 0, ended.stdout + ended.stderr
-    assert cluster.commits("t") == [("T-1", "parked"), ("T-1", "")]
-    assert git(cluster.remote, "show", "session/t:half.txt") == "half\n", "the placeholder's edits kept"
-    assert git(cluster.remote, "show", "session/t:whole.txt") == "whole\n"
+    assert cluster.commits("f") == [("T-2", ""), ("T-1", ""), ("T-3", "")]
+    assert git(cluster.remote, "rev-list", "--merges", "main..session/f") == ""
+    assert sorted(git(cluster.remote, "show", "--name-only", "--format=", "session/f~1").split()) == \
+        ["half.txt", "rest.txt"], "the retry continued from its placeholder's work and is one commit"
 
 
 @pytest.mark.slow

@@ -99,25 +99,28 @@ def test_a_missing_progress_line_is_written_from_the_commit(sandbox):
     result = sandbox.start("s1", [task("T-1"), task("T-2")], {"tasks": {"T-1": [{"verdict": REJECT}]}}, env=env)
     assert result.returncode == 1
     commits = sandbox.commits("s1")
-    assert [(c["task"], c["outcome"]) for c in commits] == [("T-1", "failed"), ("T-2", "")]
+    assert [(c["task"], c["outcome"]) for c in commits] == [("T-2", ""), ("T-1", "failed")]
     progress = sandbox.session_dir("s1") / "progress.txt"
     kept = progress.read_text().splitlines()
     progress.write_text(kept[1] + "\n")  # T-1's FAILED placeholder line lost
 
     result = doctor(sandbox, "s1")
     assert result.returncode == 1
-    sha = commits[0]["sha"][:7]
+    sha = commits[1]["sha"][:7]
+    first = git(sandbox.repo, "log", "-1", "--format=%(trailers:key=Tilth-Origin,valueonly)", sha).strip()[:7]
+    assert first and first != sha, "re-applied above T-2's commit, it names the placeholder as first made"
     assert ("s1", "problem", f"T-1: progress.txt has no line for its FAILED placeholder {sha}: --fix writes it from "
                              "the commit's trailers") in lines(result)
 
     fixed = doctor(sandbox, "s1", "--fix")
     assert fixed.returncode == 0, fixed.stdout
-    assert lines(fixed, "repaired") == [("s1", "repaired", f"T-1: progress.txt line for {sha} "
+    assert lines(fixed, "repaired") == [("s1", "repaired", f"T-1: progress.txt line for {first} "
                                                            "(failed:iterations_exhausted) written from the commit's "
                                                            "trailers")]
     rows = sandbox.progress("s1")
-    assert [(r[1], r[2], r[4]) for r in rows] == [("T-2", "done", f"commit={commits[1]['sha'][:7]}"),
-                                                  ("T-1", "failed:iterations_exhausted", f"commit={sha}")]
+    assert [(r[1], r[2], r[4]) for r in rows] == [("T-2", "done", f"commit={commits[0]['sha'][:7]}"),
+                                                  ("T-1", "failed:iterations_exhausted", f"commit={first}")]
+    assert doctor(sandbox, "s1").returncode == 0, "the restored line is the one the next check looks for"
     assert sandbox.statuses("s1") == {"T-1": "failed", "T-2": "done"}, "--fix never unwinds or requeues a failure"
     assert len(sandbox.commits("s1")) == 2
 
@@ -309,7 +312,7 @@ def test_a_parked_task_is_parked_in_the_plan_and_in_progress(sandbox):
     result = sandbox.start("s1", [task("T-1"), task("T-2")], {"tasks": {"T-1": [{"write": {"q.py": "1\n"},
                                                                                   "verdict": ask}]}})
     commits = sandbox.commits("s1")
-    assert [(c["task"], c["outcome"]) for c in commits] == [("T-1", "parked"), ("T-2", "")], result.stdout
+    assert [(c["task"], c["outcome"]) for c in commits] == [("T-2", ""), ("T-1", "parked")], result.stdout
     assert doctor(sandbox, "s1").returncode == 0, "a parked task is no problem"
     plan = sandbox.plan("s1")
     plan[0]["status"] = "done"
@@ -317,11 +320,12 @@ def test_a_parked_task_is_parked_in_the_plan_and_in_progress(sandbox):
     progress = sandbox.session_dir("s1") / "progress.txt"
     progress.write_text(progress.read_text().splitlines()[1] + "\n")
 
-    sha = commits[0]["sha"][:7]
+    sha = commits[1]["sha"][:7]
+    first = git(sandbox.repo, "log", "-1", "--format=%(trailers:key=Tilth-Origin,valueonly)", sha).strip()[:7]
     fixed = doctor(sandbox, "s1", "--fix")
     assert fixed.returncode == 0, fixed.stdout
     assert [text for _, _, text in lines(fixed, "repaired")] == [
         f"T-1: prd.json said done, the branch has its PARKED placeholder {sha} -> parked",
-        f"T-1: progress.txt line for {sha} (parked) written from the commit's trailers"]
+        f"T-1: progress.txt line for {first} (parked) written from the commit's trailers"]
     assert sandbox.statuses("s1") == {"T-1": "parked", "T-2": "done"}
     assert [(row[1], row[2]) for row in sandbox.progress("s1")] == [("T-2", "done"), ("T-1", "parked")]

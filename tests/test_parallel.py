@@ -174,26 +174,32 @@ def test_a_spend_cap_stops_every_lane_within_one_call_each(sandbox, fake, model_
 def test_a_failed_task_lands_its_placeholder_and_resume_retries_it(sandbox):
     sandbox.env.update({**ENV, "TILTH_MAX_ITERATIONS_PER_TASK": "1"})
     reject = {"verdict": "reject", "category": "half_finished", "concern": "not finished", "next_step": "finish"}
-    scenario = {"tasks": {"A": [{"write": {"a.txt": "half\n"}, "verdict": reject}, {"write": {"a.txt": "whole\n"}}]},
-                "default": [{"write": {"{task}.txt": "x\n"}}]}
+    scenario = {"tasks": {"A": [{"write": {"a.txt": "half\n"}, "verdict": reject}, {"write": {"a2.txt": "rest\n"}}]},
+                "default": [{"write": {"{task}.txt": "x\n"}, "run": ["sleep 0.3"]}]}
     first = sandbox.start("r1", [task("A"), task("B"), task("C", depends_on=["A"])], scenario, "--parallel", "2")
     assert first.returncode == 1, first.stdout + first.stderr
     assert sandbox.statuses("r1") == {"A": "failed", "B": "done", "C": "pending"}
-    placeholder = [c for c in sandbox.commits("r1") if c["task"] == "A"]
-    assert [c["outcome"] for c in placeholder] == ["failed"]
-    assert git(sandbox.repo, "show", f"{placeholder[0]['sha']}:a.txt") == "half\n", "the partial work is kept"
+    assert [(c["task"], c["outcome"]) for c in sandbox.commits("r1")] == [("B", ""), ("A", "failed")], \
+        "the placeholder is above the task commits"
+    b_sha, placeholder = sandbox.commits("r1")[0]["sha"], sandbox.commits("r1")[1]["sha"]
+    assert "a.txt" not in git(sandbox.repo, "ls-tree", "-r", "--name-only", b_sha).split(), \
+        "the independent task's commit is free of the failed task's edits"
+    assert git(sandbox.repo, "show", f"{placeholder}:a.txt") == "half\n", "the partial work is kept"
     assert lanes_left(sandbox) == []
     resumed = sandbox.tilth("resume", "r1", "--foreground", "--parallel", "3")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     recorded = json.loads((sandbox.session_dir("r1") / "session.json").read_text())["settings"]
     assert recorded["parallel_tasks"] == 3, "resume --parallel N is recorded with the session"
     assert sandbox.statuses("r1") == {"A": "done", "B": "done", "C": "done"}
-    done = [c["task"] for c in sandbox.commits("r1") if not c["outcome"]]
-    assert sorted(done) == ["A", "B", "C"] and done.index("A") < done.index("C")
-    assert git(sandbox.repo, "show", "session/r1:a.txt") == "whole\n"
-    retry = [e for e in sandbox.events("r1") if e["type"] == "lane_started" and e["task"] == "A"][-1]
-    assert git(sandbox.repo, "show", f"{retry['data']['start']}:a.txt") == "half\n", "the retry starts from its edits"
+    commits = sandbox.commits("r1")
+    assert [(c["task"], c["outcome"]) for c in commits] == [("B", ""), ("A", ""), ("C", "")], \
+        "one commit per task, dependencies in order, no placeholder"
+    assert git(sandbox.repo, "rev-list", "--merges", "main..session/r1") == ""
+    assert sorted(git(sandbox.repo, "show", "--name-only", "--format=", commits[1]["sha"]).split()) == \
+        ["a.txt", "a2.txt"], "the retry continued from its placeholder's work and is one commit"
+    assert any(e["type"] == "partial_restored" and e["task"] == "A" for e in sandbox.events("r1"))
     assert lanes_left(sandbox) == []
+    assert git(sandbox.repo, "for-each-ref", "refs/tilth") == ""
 
 
 @pytest.mark.slow

@@ -42,8 +42,10 @@ def test_a_parked_task_waits_while_independent_tasks_go_on_and_the_session_ends_
     assert result.returncode == 5, result.stderr
 
     commits = sandbox.commits("s1")
-    assert [(c["task"], c["outcome"]) for c in commits] == [("T-001", ""), ("T-002", "parked"), ("T-003", "")]
-    parked = commits[1]
+    assert [(c["task"], c["outcome"]) for c in commits] == [("T-001", ""), ("T-003", ""), ("T-002", "parked")], \
+        "the placeholder waits above the task commits"
+    assert "partial.py" not in tree(sandbox, commits[1]["sha"]), "T-003 never saw T-002's partial work"
+    parked = commits[2]
     assert parked["subject"] == "PARKED (T-002): API choice"
     body = git(sandbox.repo, "log", "-1", "--format=%B", parked["sha"])
     assert f"Question: {QUESTION}" in body and "v2 breaks the CLI" in body
@@ -90,8 +92,7 @@ def test_an_answer_requeues_the_session_under_the_supervisor_and_reaches_the_nex
     assert record_after["supervised"] is True
 
     commits = sandbox.commits("s1")
-    assert [(c["task"], c["outcome"]) for c in commits] == [
-        ("T-001", ""), ("T-002", "parked"), ("T-003", ""), ("T-002", ""), ("T-004", "")]
+    assert [(c["task"], c["outcome"]) for c in commits] == [("T-001", ""), ("T-003", ""), ("T-002", ""), ("T-004", "")]
     done_t2 = [c for c in commits if c["task"] == "T-002" and c["outcome"] == ""]
     assert len(done_t2) == 1, "the retry ends as one commit"
     assert {"partial.py", "finished.py"} <= tree(sandbox, done_t2[0]["sha"]), "the parked work is in it"
@@ -108,16 +109,16 @@ def test_an_answer_requeues_the_session_under_the_supervisor_and_reaches_the_nex
 
 
 @pytest.mark.slow
-def test_a_placeholder_still_at_head_is_unwound_so_the_task_is_one_commit(sandbox, daemon):
+def test_an_answered_placeholder_leaves_the_branch_so_the_task_is_one_commit(sandbox, daemon):
     result = sandbox.start("s1", [task("T-001"), task("T-002")], T2_ASKS)
     assert result.returncode == 5
     assert sandbox.tilth("answer", "s1", "T-002", "v2").returncode == 0
     daemon.done("s1")
     commits = sandbox.commits("s1")
     assert [(c["task"], c["outcome"]) for c in commits] == [("T-001", ""), ("T-002", "")], \
-        "the PARKED placeholder was soft-unwound into the retry's commit"
+        "the PARKED placeholder left the branch; its work is in the retry's commit"
     assert {"partial.py", "finished.py"} <= tree(sandbox, commits[1]["sha"])
-    assert any(e["type"] == "placeholder_unwound" and e["task"] == "T-002" for e in sandbox.events("s1"))
+    assert any(e["type"] == "placeholder_taken" and e["task"] == "T-002" for e in sandbox.events("s1"))
 
 
 @pytest.mark.slow
@@ -161,7 +162,7 @@ def test_a_kill_between_the_park_commit_and_the_status_flip_leaves_one_placehold
         resumed = sandbox.tilth("resume", sid, "--foreground")
         assert resumed.returncode == 5, resumed.stdout + resumed.stderr
         commits = sandbox.commits(sid)
-        assert [(c["task"], c["outcome"]) for c in commits] == [("T-001", ""), ("T-002", "parked"), ("T-003", "")], \
+        assert [(c["task"], c["outcome"]) for c in commits] == [("T-001", ""), ("T-003", ""), ("T-002", "parked")], \
             point
         assert sandbox.statuses(sid)["T-002"] == "parked"
         assert [line[2] for line in sandbox.progress(sid)].count("parked") == 1
@@ -205,8 +206,8 @@ def test_the_openai_worker_and_evaluator_park_through_their_tools(sandbox, fake,
     result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "m", "--foreground",
                            env={**model_env, "TILTH_SELF_IMPROVEMENT": "false", "TILTH_PREFLIGHT": "false"})
     assert result.returncode == 5, result.stdout + result.stderr
-    assert [(c["task"], c["outcome"]) for c in sandbox.commits("m")] == [("T-1", "parked"), ("T-2", "parked")]
-    assert "half.txt" in tree(sandbox, sandbox.commits("m")[0]["sha"])
+    assert [(c["task"], c["outcome"]) for c in sandbox.commits("m")] == [("T-2", "parked"), ("T-1", "parked")]
+    assert "half.txt" in tree(sandbox, sandbox.commits("m")[1]["sha"])
     summary = json.loads(sandbox.tilth("status", "m", "--json").stdout)
     assert [(q["task"], q["asked_by"], q["question"]) for q in summary["questions"]] == [
         ("T-1", "worker", QUESTION), ("T-2", "evaluator", "Is 2 s fast enough?")]

@@ -133,7 +133,7 @@ def test_every_report_of_one_session_agrees(sandbox, fake, model_env):
     # commits as they are: the branch holds T-1's commit and T-2's FAILED placeholder
     shas = [c["sha"][:7] for c in sandbox.commits("s1")]
     assert len(shas) == len(facts.commits) == 2
-    counted = f"2 commits: 1 task commit, 1 placeholder holding partial work: `{shas[1]}` FAILED (T-2)"
+    counted = f"2 commits: 1 task commit, 1 placeholder above them holding partial work: `{shas[1]}` FAILED (T-2)"
     assert (f"Tasks from tilth session `s1` on `session/s1` (base `{facts.base_commit[:7]}`), {counted}.") in body
     assert f"Commits:    {counted}\n" in report
 

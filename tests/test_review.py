@@ -366,7 +366,7 @@ def test_build_report_for_one_done_and_one_failed_task(sandbox):
         "Cost:       $0.0040\n"
         "Wall time:  1m 05s\n"
         f"Git: {base} -> {head} on session/s1\n"
-        f"Commits:    2 commits: 1 task commit, 1 placeholder holding partial work: `{head}` FAILED (T-2)\n"
+        f"Commits:    2 commits: 1 task commit, 1 placeholder above them holding partial work: `{head}` FAILED (T-2)\n"
         "Next: tilth resume s1\n"
     )
     assert record_report(paths) == text

@@ -127,7 +127,7 @@ def test_a_failed_task_does_not_stop_later_tasks_by_default(sandbox):
     result = sandbox.start("s1", [task("T-1"), task("T-2")], scenario, env=env)
     assert result.returncode == 1
     assert "a failed task does not stop the others" in result.stdout
-    assert [(c["task"], c["outcome"]) for c in sandbox.commits("s1")] == [("T-1", "failed"), ("T-2", "")]
+    assert [(c["task"], c["outcome"]) for c in sandbox.commits("s1")] == [("T-2", ""), ("T-1", "failed")]
     assert sandbox.statuses("s1") == {"T-1": "failed", "T-2": "done"}
 
 

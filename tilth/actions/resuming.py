@@ -1,8 +1,8 @@
 """`resume_session`: a person continues a stopped, crashed, failed or waiting session: the settings the
 person's shell sets (`by="cli"`; a dashboard's process environment is not the person's, so from there
 none) or, with `reload_settings`, every current one replace the recorded ones, and the
-session is handed to the supervisor (`tilth run --resume` reconciles with the branch and unwinds a FAILED
-placeholder). A dispatched session is queued again for a worker."""
+session is handed to the supervisor (`tilth run --resume` reconciles with the branch and retries the failed
+tasks from their placeholders). A dispatched session is queued again for a worker."""
 
 from __future__ import annotations
 

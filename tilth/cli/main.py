@@ -175,7 +175,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         from tilth.views.status_data import session_summary
 
         cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
-        summary = session_summary(session_paths(args.id))
+        summary = session_summary(session_paths(args.id), with_commits=True)
         print(json_text(summary) if args.json else render_one(summary))
         return 0
     home = tilth_home()
@@ -249,12 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an existing session in this process")
     run.add_argument("id", help="session id")
-    run.add_argument("--resume", action="store_true", help="run it as `tilth resume` does (unwind a FAILED placeholder)")
+    run.add_argument("--resume", action="store_true", help="run it as `tilth resume` does (retry the failed tasks from their placeholders)")
     run.add_argument("--from-queue", action="store_true", help=argparse.SUPPRESS)
     run.add_argument("--at", help=argparse.SUPPRESS)  # refused in one line: scheduling is `tilth start --at`
     run.set_defaults(handler=cmd_run)
 
-    resume = sub.add_parser("resume", help="reconcile with the branch, unwind a FAILED placeholder, continue")
+    resume = sub.add_parser("resume", help="reconcile with the branch, retry the failed tasks from their placeholders, continue")
     resume.add_argument("id", nargs="?", help=ID_HELP)
     resume.add_argument("--parallel", type=parallel_count, metavar="N",
                         help="run up to N independent tasks at once from now on (docs/parallel.md)")

@@ -45,20 +45,38 @@ class Pushed:
     sha: str
     pushed: bool
     """False when the remote already had this tip."""
+    rewrote: str | None = None
+    """The old tip a rewrite replaced (pushed with `--force-with-lease` against it)."""
 
     def describe(self) -> str:
+        if self.rewrote:
+            return (f"pushed {self.branch} ({self.sha[:7]}) to {self.remote}, rewritten: it replaces {self.rewrote[:7]} "
+                    f"(--force-with-lease against it; {REWRITTEN_WHY})")
         if self.pushed:
             return f"pushed {self.branch} ({self.sha[:7]}) to {self.remote}"
         return f"{self.remote} already has {self.branch} at {self.sha[:7]}"
 
 
+REWRITTEN_WHY = ("placeholders stay above the task commits: a retried task's placeholder left the branch for its "
+                 "one commit, and a task commit landed below the placeholders")
+
+
 def push(record: SessionRecord, remote: str) -> Pushed:
+    """Pushed plainly when the remote's tip is in the branch's history; a branch tilth rewrote since
+    (a retry, a task commit below the placeholders) with `--force-with-lease` against the tip tilth
+    last pushed there (else the one the remote has now), never a plain force."""
     tip = require_branch(record)
     _, push_url = gitcli.remote_urls(record.repo, remote)
-    if gitcli.remote_tip(record.repo, push_url, record.branch) == tip:
+    there = gitcli.remote_tip(record.repo, push_url, record.branch)
+    if there == tip:
         return Pushed(remote, record.branch, tip, pushed=False)
-    gitcli.push_branch(record.repo, remote, record.branch)
-    return Pushed(remote, record.branch, tip, pushed=True)
+    recorded = gitcli.pushed_ref(record.id, remote)
+    lease = None
+    if there is not None and not gitcli.contains(record.repo, tip, there):
+        lease = gitcli.ref_target(record.repo, recorded) or there
+    gitcli.push_branch(record.repo, remote, record.branch, lease)
+    gitcli.set_ref(record.repo, recorded, tip)
+    return Pushed(remote, record.branch, tip, pushed=True, rewrote=lease)
 
 
 # --- where to open the PR ---------------------------------------------------------------
@@ -124,16 +142,21 @@ def pr_title(t: SessionTally) -> str:
     return f"tilth: {plural(len(t.tasks), 'task')} from session {t.id}{failed}"
 
 
-def pr_body(t: SessionTally) -> str:
-    """The PR description: unfinished work first, then one table row per task, then totals."""
+def pr_body(t: SessionTally, rewrote: str | None = None) -> str:
+    """The PR description: a rewrite of the pushed branch and unfinished work first, then one table row
+    per task, then totals."""
     lines: list[str] = []
+    if rewrote:
+        lines += [f"**The branch was rewritten** since it was pushed at `{rewrote[:7]}` (pushed with "
+                  f"`--force-with-lease` against that tip): {REWRITTEN_WHY}, so each task is one commit.", ""]
     failed = [task for task in t.tasks if task.outcome == "failed"]
     parked = [task for task in t.tasks if task.outcome == "parked"]
     unfinished = [task for task in t.tasks if task.outcome not in ("done", "failed", "parked")]
     if failed:
         lines.append(f"**{plural(len(failed), 'task')} failed.** {'Each' if len(failed) > 1 else 'It'} left a "
                      "`FAILED (<task>)` placeholder commit "
-                     f"holding its partial work; `{resume_command(t.id)}` unwinds it and retries from those edits.")
+                     f"above the task commits holding its partial work; `{resume_command(t.id)}` retries it from "
+                     "those edits and replaces the placeholder with the task's one commit (the branch is rewritten).")
         lines.append("")
         lines += [f"- **{task.id}** {_cell(task.title, 120)}: {_cell(task.reason, 500)}" for task in failed]
         lines.append("")
@@ -192,7 +215,7 @@ def open_pr(paths: SessionPaths, record: SessionRecord, base: str | None, remote
     base = base or default_base(record)
     facts = tally(paths)
     body_file = paths.dir / PR_BODY
-    write_atomic(body_file, pr_body(facts).encode())
+    write_atomic(body_file, pr_body(facts, pushed.rewrote).encode())
     gh = shutil.which("gh")
     location = parse_remote_url(fetch_url)
     url = compare_url(location, base, record.branch) if location else None

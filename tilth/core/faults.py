@@ -26,6 +26,11 @@ POINTS = {
     "after_failed_commit": "the FAILED placeholder exists; prd.json still says in_progress",
     "before_parked_commit": "a needs_human entry is in the ledger and its question in answers/; no PARKED placeholder",
     "after_parked_commit": "the PARKED placeholder exists; prd.json still says in_progress",
+    "placeholders_shelved": "a task is about to run: the placeholders above the last task commit have shelf refs; "
+                            "the branch has not moved",
+    "placeholders_lowered": "the branch, index and files stand on the last task commit; the task has not begun",
+    "placeholder_taken": "a retried task's placeholder is its partial work's ref; its shelf ref is still there",
+    "placeholder_reapplied": "a shelved placeholder is back on top of the branch; its shelf ref is still there",
     "lane_committed": "parallel tasks: a lane's one commit is on its lane branch; nothing of it has landed",
     "merge_shown": "parallel tasks: the merged tree is in the session worktree and its checks passed; the session "
                    "branch has not moved",

@@ -33,6 +33,7 @@ from tilth.dispatch.jobdata import RefusedJob, parse_job
 from tilth.dispatch.mirror import Mirror
 from tilth.dispatch.signing import job_signature, load_secret, matches
 from tilth.git.gitcli import GitFailed
+from tilth.git.shelf import any_shelved
 from tilth.git.carry import (PushRefused, SnapshotRefused, apply_patch, check_out, clone_lock, ensure_clone,
                              fetch_session, push_session, remove_checkout, staged_patch)
 from tilth.run.session_run import run_session
@@ -46,8 +47,9 @@ from tilth.store.session import SessionState, load_session, save_session
 log = logging.getLogger("tilth.dispatch")
 
 OUTCOMES = {"task_done", "task_failed", "task_parked"}
-PUSHED_AT = {"verdict", *OUTCOMES}
-"""After every attempt (its ledger entry and staged edits) and every task outcome (its commit)."""
+PUSHED_AT = {"verdict", "placeholders_raised", *OUTCOMES}
+"""After every attempt (its ledger entry and staged edits), every task outcome (its commit) and once the
+placeholders are back on top of a task commit; never while they wait on the shelf (`push`)."""
 SAFE_POINT_NEAR = {"verdict", "worker_done", *OUTCOMES}
 """The events just before the loop checks its stop flag."""
 
@@ -174,6 +176,8 @@ def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str, ta
         pass  # unverifiable now; the remote still refuses a push that is not a fast-forward
     record = load_session(paths)
     clone = Path(record.repo)
+    if any_shelved(str(clone), paths.id):
+        return False  # the branch stands below its placeholders for a task: `placeholders_raised` pushes it whole
     files = {**carried_files(paths), PATCH: staged_patch(clone, paths.id, Path(record.worktree))}
     relayed = holding.relayed
     with clone_lock(tilth_home() / "clones"):
@@ -239,7 +243,7 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
     broker.set_state(paths.id, {"state": "running", "worker": holding.token, "pid": os.getpid()})
     code = 3
     try:
-        code = run_session(paths, settings, holding.flag.install(), resume=resume, echo=echo, forward_only=True)
+        code = run_session(paths, settings, holding.flag.install(), resume=resume, echo=echo)
     except TilthError as exc:
         log.warning("session %s: %s", paths.id, exc)
     finally:

@@ -34,6 +34,9 @@ from tilth.git.worktree_git import session_git_dir, worktree_name
 
 FILES_REF = "refs/tilth/sessions/{}"
 BRANCH_REF = "refs/heads/session/{}"
+PUSHED_REF = "refs/tilth/pushed/{}"
+"""In a worker's clone: the session branch's tip as the remote last had it (fetched or pushed), the
+lease its next push is forced against."""
 
 
 class PushRefused(TilthError):
@@ -84,6 +87,8 @@ def fetch_session(clone: Path, remote: str, session_id: str) -> dict[str, str]:
     found = remote_refs(clone, remote, session_id)
     if found:
         run(clone, "fetch", "--quiet", "--force", "--", remote, *(f"+{ref}:{ref}" for ref in found))
+    if BRANCH_REF.format(session_id) in found:
+        run(clone, "update-ref", PUSHED_REF.format(session_id), found[BRANCH_REF.format(session_id)])
     return found
 
 
@@ -205,11 +210,21 @@ FAST_FORWARD_REFUSALS = ("[rejected] (non-fast-forward)", "[rejected] (fetch fir
 
 
 def push_session(clone: Path, remote: str, session_id: str) -> None:
-    """Both refs, atomically, never forced: only a fast-forward refusal (the remote moved on) is
-    PushRefused; any other failure is GitFailed with git's whole message (worth trying again)."""
-    refs = [f"{ref}:{ref}" for ref in (BRANCH_REF.format(session_id), FILES_REF.format(session_id))]
-    proc = run(clone, "push", "--quiet", "--atomic", "--porcelain", "--", remote, *refs, check=False)
-    if proc.returncode != 0:
+    """Both refs, atomically, never plainly forced: the branch (which a retry or a task commit landing
+    below the placeholders rewrites) with `--force-with-lease` against the exact tip this clone last
+    pushed or fetched (`refs/tilth/pushed/<id>`), the files ref only as a fast-forward. Only a refusal
+    because the remote moved on (another worker) is PushRefused; any other failure is GitFailed with
+    git's whole message (worth trying again)."""
+    branch = BRANCH_REF.format(session_id)
+    refs = [f"{ref}:{ref}" for ref in (branch, FILES_REF.format(session_id))]
+    last = pygit2.Repository(str(clone)).references.get(PUSHED_REF.format(session_id))
+    lease = [f"--force-with-lease={branch}:{last.target}"] if last is not None else []
+    proc = run(clone, "push", "--quiet", "--atomic", "--porcelain", *lease, "--", remote, *refs, check=False)
+    if proc.returncode == 0:
+        tip = branch_tip(clone, session_id)
+        if tip is not None:
+            run(clone, "update-ref", PUSHED_REF.format(session_id), tip)
+    else:
         said = proc.stdout + proc.stderr
         if any(words in said for words in FAST_FORWARD_REFUSALS):
             raise PushRefused(f"the remote {remote} refused session {session_id}'s push: another worker moved it on")

@@ -19,6 +19,8 @@ ITERATIONS = "Tilth-Iterations"
 OUTCOME = "Tilth-Outcome"
 REASON = "Tilth-Reason"
 LEFT_OUT = "Tilth-Left-Out"
+KEPT_OFF = "Tilth-Kept-Off"
+ORIGIN = "Tilth-Origin"
 SHOWN_LEFT_OUT = 50
 
 
@@ -49,8 +51,8 @@ def _left_out(refused: list[str]) -> str:
 def failed_message(session_id: str, task: Task, reason: str, iterations: int, last_concern: str,
                    left_out: list[str] | None = None) -> str:
     body = (
-        "Placeholder for a task that ran out of attempts. It holds the partial work;\n"
-        f"`tilth resume {session_id}` unwinds it so the retry continues from these edits."
+        "Placeholder for a task that ran out of attempts. It holds the partial work, above the task commits;\n"
+        f"`tilth resume {session_id}` retries the task from these edits and replaces this with its one commit."
     )
     if last_concern.strip():
         body += f"\n\nLast concern: {last_concern.strip()}"
@@ -90,6 +92,13 @@ class TaskCommit:
     """A PARKED placeholder: the task waits for an answer (never also `failed`)."""
     left_out: str = ""
     """A placeholder's `Tilth-Left-Out`: the refused changes it does not hold (cut to one line)."""
+    origin: str = ""
+    """A placeholder re-applied above a later task commit (`git/shelf.py`): the placeholder as first made,
+    whose outcome the progress line and the daily memory already hold."""
+
+    @property
+    def first(self) -> str:
+        return self.origin or self.sha
 
     @property
     def placeholder(self) -> bool:
@@ -121,6 +130,7 @@ def read_task_commit(commit: pygit2.Commit) -> TaskCommit | None:
         reason=trailers.get(REASON, ""),
         title=title,
         left_out=trailers.get(LEFT_OUT, ""),
+        origin=trailers.get(ORIGIN, ""),
     )
 
 

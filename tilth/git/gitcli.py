@@ -73,16 +73,42 @@ def remote_tip(repo: str | Path, url: str, branch: str) -> str | None:
     return out[0] if out else None
 
 
-def push_branch(repo: str | Path, remote: str, branch: str) -> None:
+def push_branch(repo: str | Path, remote: str, branch: str, lease: str | None = None) -> None:
+    """A plain push, or with `lease` (the branch was rewritten: a retried task's placeholder left it)
+    `--force-with-lease` against exactly that old tip: refused, in one line, when the remote has moved."""
     ref = f"refs/heads/{branch}"
-    proc = run(repo, "push", "--", remote, f"{ref}:{ref}", check=False)
+    forced = [f"--force-with-lease={ref}:{lease}"] if lease else []
+    proc = run(repo, "push", *forced, "--", remote, f"{ref}:{ref}", check=False)
     if proc.returncode == 0:
         return
+    if lease and "rejected" in proc.stderr:
+        raise GitFailed(f"{remote}'s {branch} is no longer at {lease[:7]}, the tip tilth's rewrite of it replaces "
+                        f"(someone pushed there): nothing was pushed or overwritten; look at what is there "
+                        f"(`git -C {repo} fetch {remote} {branch}`), then push again")
     message = f"git push of {branch} to {remote} failed: {telling_line(proc.stderr)}"
     if "rejected" in proc.stderr:
-        message += (f"; {remote} has commits {branch} lacks (a resume rewrote a FAILED placeholder, or someone "
-                    f"pushed there): check them, then `git -C {repo} push --force-with-lease {remote} {branch}`")
+        message += (f"; {remote} has commits {branch} lacks (someone pushed there): check them, then "
+                    f"`git -C {repo} push --force-with-lease {remote} {branch}`")
     raise GitFailed(message)
+
+
+def pushed_ref(session_id: str, remote: str) -> str:
+    """Where the source repo keeps the tip tilth last pushed of a session to a remote (the lease of a rewrite)."""
+    return f"refs/tilth/pushed/{session_id}/{remote}"
+
+
+def ref_target(repo: str | Path, ref: str) -> str | None:
+    proc = run(repo, "rev-parse", "--verify", "--quiet", ref, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def set_ref(repo: str | Path, ref: str, sha: str) -> None:
+    run(repo, "update-ref", ref, sha)
+
+
+def contains(repo: str | Path, tip: str, sha: str) -> bool:
+    """`sha` is in `tip`'s history (False when `sha` is no commit here: someone else's push)."""
+    return run(repo, "merge-base", "--is-ancestor", sha, tip, check=False).returncode == 0
 
 
 def current_branch(repo: str | Path) -> str | None:

@@ -10,6 +10,8 @@ from pathlib import Path
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, read_task_commit
 from tilth.git.gitops import branch_tip, chain_from, commit_at, descends_from
+from tilth.git.shelf import shelved
+from tilth.views.figures import plural
 from tilth.git.worktrees import common_dir, registered_worktree, worktree_head
 from tilth.git.worktree_git import command_line, session_git_dir, worktree_name
 from tilth.run.doctor_findings import DUPLICATES_SUFFIX, OK, PERSON, PROBLEM, Diagnosis
@@ -73,6 +75,13 @@ def check_branch(d: Diagnosis, repo) -> None:
     chain = chain_from(repo, tip, base)
     found = [read_task_commit(c) for c in chain]
     d.commits = [c for c in reversed(found) if c is not None]
+    on_shelf = [made for _, sha in shelved(repo, record.id) if (made := read_task_commit(repo[sha])) is not None
+                and made.sha not in {c.sha for c in d.commits}]
+    if on_shelf and d.holder is None:
+        d.add(PROBLEM, f"{plural(len(on_shelf), 'placeholder')} of a killed run wait on the shelf "
+                       f"(refs/tilth/shelf/{record.id}/): --fix puts them back on top of {branch}, as tilth resume "
+                       "would", "reconcile", "shelved placeholders put back on top of the branch")
+    d.commits += on_shelf
     for commit, made in zip(chain, found):
         if made is not None:
             break
@@ -188,11 +197,11 @@ def check_progress(d: Diagnosis) -> None:
     counts = Counter(line.commit for line in lines)
     found = False
     for c in d.commits:
-        if c.sha[:7] not in counts:
+        if c.first[:7] not in counts:  # a re-applied placeholder's line names it as first made
             found = True
             d.add(PROBLEM, f"{c.task_id}: progress.txt has no line for its {kind_of(c)} {c.sha[:7]}: --fix writes it "
                            "from the commit's trailers", "progress",
-                  f"{c.task_id}: progress.txt line for {c.sha[:7]} ({c.outcome}) written from the commit's trailers")
+                  f"{c.task_id}: progress.txt line for {c.first[:7]} ({c.outcome}) written from the commit's trailers")
     for sha, n in counts.items():
         if n > 1:
             found = True

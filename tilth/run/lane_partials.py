@@ -45,8 +45,9 @@ document(
 )
 
 
-def keep(ws: Workspace, lane: pygit2.Repository, task_id: str, start: str, why: str, events: EventLog) -> None:
-    """The lane's uncommitted work (and any commit it made) kept for the task's next lane."""
+def keep(ws: Workspace, lane: pygit2.Repository, task_id: str, start: str, why: str, events: EventLog) -> bool:
+    """The lane's uncommitted work (and any commit it made) kept for the task's next lane; False when
+    it could not be kept (`partial_lost`)."""
     try:
         stage_lane(lane, start)
         iteration = len(read_entries(ws.paths.ledger_dir, task_id))
@@ -57,9 +58,10 @@ def keep(ws: Workspace, lane: pygit2.Repository, task_id: str, start: str, why: 
         sha = keep_partial(common_repo(ws.record.repo), lane, ws.record.id, task_id, start)
     except (OSError, pygit2.GitError, ValueError, KeyError) as exc:
         events.emit("partial_lost", task_id, why=why, error=f"{type(exc).__name__}: {exc}")
-        return
+        return False
     if sha is not None:
         events.emit("partial_kept", task_id, ref=partial_ref(ws.record.id, task_id), sha=sha, start=start, why=why)
+    return True
 
 
 def keep_left(ws: Workspace, task_id: str, tip: str) -> None:
@@ -90,9 +92,11 @@ def restoring(ws: Workspace, task_id: str) -> bool:
     return last == "lane_started"
 
 
-def restore(ws: Workspace, lane: pygit2.Repository, task: Task, start: str, events: EventLog) -> None:
-    """A new lane of `task` at `start` gets the work its interrupted lane left; when that conflicts
-    with `start`, the lane stays clean and the task's ledger tells its next attempt."""
+def restore(ws: Workspace, lane: pygit2.Repository, task: Task, start: str, events: EventLog,
+            drop: bool = True) -> None:
+    """A new lane of `task` at `start` gets the work its interrupted lane (or its placeholder) left; when
+    that conflicts with `start`, the lane stays clean and the task's ledger tells its next attempt;
+    `drop=False` keeps the work off the branch under its ref until the task ends."""
     common = common_repo(ws.record.repo)
     partial = partial_of(common, ws.record.id, task.id)
     if partial is None:
@@ -103,23 +107,26 @@ def restore(ws: Workspace, lane: pygit2.Repository, task: Task, start: str, even
         return
     iteration = len(read_entries(ws.paths.ledger_dir, task.id)) + 1
     listed = ", ".join(conflicts[:20])
-    concern = (f"The work your earlier attempt left when its run was interrupted could not be applied to the current "
-               f"session head (other tasks' work landed since and conflicts with it in {listed}); it was given up.")
+    concern = (f"The partial work your earlier attempts left (their placeholder, or an interrupted run) could not be "
+               f"applied to the current session head (other tasks' work landed since and conflicts with it in {listed}); "
+               + ("it was given up." if drop else f"it is kept off the branch (commit {partial[:12]}), not in your worktree."))
     verdict = Verdict(verdict="reject", category="partial_conflict", concern=concern,
                       next_step="Do the task from the current session head, which your worktree holds; none of the "
                                 "interrupted attempt's edits are in it.")
     append_entry(ws.paths.ledger_dir, task.id,
                  LedgerEntry(iter=iteration, diff_summary="(interrupted work not applied)", case=None, verdict=verdict))
     events.emit("partial_dropped", task.id, iteration, sha=partial, onto=start, paths=conflicts)
-    drop_partial(common, ws.record.id, task.id)
+    if drop:
+        drop_partial(common, ws.record.id, task.id)
 
 
 def restore_in_turn(ws: Workspace, task: Task) -> None:
-    """A session resumed without `--parallel`: the task's kept work applied to the session worktree,
-    unless that holds edits already (a retry interrupted after the work was applied)."""
+    """One task at a time: the task's kept work (an interrupted run's, or its placeholder's taken off the
+    branch for its retry) applied to the session worktree, unless that holds edits already (a retry
+    interrupted after the work was applied); where it conflicts it stays kept until the task ends."""
     if partial_of(common_repo(ws.record.repo), ws.record.id, task.id) is None or ws.repo.status():
         return
-    restore(ws, ws.repo, task, ws.tip, ws.events)
+    restore(ws, ws.repo, task, ws.tip, ws.events, drop=False)
 
 
 def forget(ws: Workspace, task_id: str) -> None:
@@ -128,9 +135,10 @@ def forget(ws: Workspace, task_id: str) -> None:
 
 def sweep(ws: Workspace) -> None:
     """The kept work of tasks that landed meanwhile or left the plan (a kill after a landing's
-    commit, an edited plan) is removed; pending and in-progress tasks keep theirs."""
+    commit, an edited plan) is removed; tasks not done keep theirs (a failed or parked task's is the
+    work its placeholder could not carry above a later task commit)."""
     common = common_repo(ws.record.repo)
-    waiting = {t.id for t in load_current_plan(ws.paths.prd) if t.status in (TaskStatus.pending, TaskStatus.in_progress)}
+    waiting = {t.id for t in load_current_plan(ws.paths.prd) if t.status != TaskStatus.done}
     for task_id in partial_tasks(common, ws.record.id):
         if task_id not in waiting:
             drop_partial(common, ws.record.id, task_id)

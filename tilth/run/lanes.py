@@ -32,7 +32,7 @@ from tilth.git.worktree_git import session_git_dir
 from tilth.git.lane_worktrees import remove_lanes_root, reset_to
 from tilth.run.context import Sources
 from tilth.run.lane_limits import Slots, overlaps
-from tilth.run import lane_partials, lane_work
+from tilth.run import lane_partials, stacking, lane_work
 from tilth.run.lane_work import Lane
 from tilth.run.merge_queue import Landing, land, note_refusal
 from tilth.run.parking import take_answers
@@ -137,9 +137,8 @@ class Scheduler:
         try:
             run.stop.check()
             run.caps.check()
-            # at every step, lanes running or not: an answered task's retry starts in a lane from the
-            # tip, which holds its PARKED placeholder's edits (never unwound under running lanes)
-            take_answers(run.ws, unwind=False)
+            # at every step, lanes running or not: an answered task's lane starts from its placeholder's work
+            take_answers(run.ws)
         except (StopRequested, Paused) as exc:
             self.halt = exc
             return False
@@ -182,7 +181,9 @@ class Scheduler:
         run = self.run
         ws = run.ws
         number = min(set(range(1, self.width + 1)) - {lane.number for lane in self.lanes.values()})
-        start, redo = ws.tip, self.redos.get(task.id, 0)
+        with ws.events.serial:  # a retry's placeholder leaves the branch; nothing pushes a half-moved branch
+            stacking.take_off(ws, task.id)
+        start, redo = stacking.floor_of(ws), self.redos.get(task.id, 0)  # never another task's partial work
         lane_run, log = lane_work.begin(run, task, number, start, redo)
         now = time.monotonic()
         self.tally.began = self.tally.began if self.tally.began is not None else now

@@ -20,7 +20,7 @@ from tilth.agents.verify import run_verifies, verify_rejection
 from tilth.core.config import Settings
 from tilth.git.gitops import describe_diff, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
-from tilth.run import lane_partials
+from tilth.run import lane_partials, stacking
 from tilth.run.keeping import refused
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
 from tilth.run.parking import no_second_park, take_answers
@@ -80,9 +80,6 @@ class Run:
     """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
     baseline: Baseline | None = None
     """The checks and verify commands on the base commit (`run/base_checks.py`)."""
-    unwind: bool = True
-    """False when the branch only moves forward (parallel lanes, a dispatched run): an answered
-    task's PARKED placeholder at the tip stays, and its retry starts on top of it."""
 
 
 def in_turn(run: Run, lock: SessionLock) -> bool:
@@ -97,7 +94,7 @@ def in_turn(run: Run, lock: SessionLock) -> bool:
 def pick_next(run: Run) -> Task | None:
     run.stop.check()
     run.caps.check()
-    take_answers(run.ws, unwind=run.unwind)
+    take_answers(run.ws)
     return next_pending(load_current_plan(run.ws.paths.prd))
 
 
@@ -109,10 +106,12 @@ def run_task(run: Run, task: Task) -> str:
     if notes := take_unread(run.ws.paths.dir):
         run.ws.events.emit("notes_taken", task.id, count=len(notes), ids=[n.id for n in notes],
                            by=[n.by for n in notes])
-    lane_partials.restore_in_turn(run.ws, task)  # what a parallel run's interrupted lane left
+    stacking.make_room(run.ws, task.id)  # from the last task commit; its own placeholder becomes its kept work
+    lane_partials.restore_in_turn(run.ws, task)
     outcome, entry = attempt(run, task)
     sha = commit_done(run.ws, task, entry, restage=False) if outcome == "done" else \
         commit_parked(run.ws, task, entry) if outcome == "parked" else commit_failed(run.ws, task, entry)
+    stacking.raise_shelf(run.ws, task.id)
     lane_partials.forget(run.ws, task.id)
     after_task(run, task, outcome, entry.iter, sha)
     return outcome

@@ -2,15 +2,17 @@
 time, in the runner's main thread (the only writer of the session branch and of its worktree).
 
 Landing a lane's outcome, journalled step by step (each event carries the lane):
-1. `merge_started`: the lane's commit and the session head it goes onto;
-2. its change is picked onto that head as a three-way merge of trees (`git/lane_worktrees.pick_onto`: a
+1. `merge_started`: the lane's commit and the commit it goes onto: a task commit onto the branch's last
+   task commit (below the placeholders, `run/stacking.py`), a placeholder onto the head;
+2. its change is picked onto that commit as a three-way merge of trees (`git/lane_worktrees.pick_onto`: a
    cherry-pick, never a merge commit); a conflict ends here (`merge_conflict`), nothing touched;
 3. the session worktree is set to the merged tree and the session's checks run on it; a check
    that passed on the base commit and fails now ends here (`merge_checks_failed`): the worktree is
    put back, the branch never moved;
-4. the ordinary task ending (`run/outcomes.py`: commit with its trailers, parent = the head of
-   step 1, so libgit2 refuses a branch that moved meanwhile; then prd.json, the progress line, the
-   event), then `merge_landed`.
+4. a task commit: the placeholders above go on the shelf and the branch down to its last task commit
+   (the merged tree stays in the index); the ordinary task ending (`run/outcomes.py`: commit with its
+   trailers, parent = the commit of step 1, so libgit2 refuses a branch that moved meanwhile; then
+   prd.json, the progress line, the event); the shelved placeholders back on top; then `merge_landed`.
 A kill before step 4's commit leaves the branch where it was: the next run's `lane_cleanup.clear_lanes`
 puts the worktree back and the task to pending; after it, `recovery.reconcile` finds the commit.
 A FAILED or PARKED placeholder lands the same way without the checks (it claims nothing); one
@@ -26,6 +28,7 @@ from typing import Any
 from tilth.agents.checks import enforce_checks, run_checks
 from tilth.core.faults import checkpoint
 from tilth.git.lane_worktrees import pick_onto, reset_to, show_tree, tree_of
+from tilth.run import stacking
 from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
@@ -91,7 +94,8 @@ def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
     """Land one lane's outcome on the session branch (`run`: the session's `loop.Run`)."""
     ws: Workspace = run.ws
     log = LaneLog(ws.events, lane)
-    onto, entry = ws.tip, result.entry
+    entry = result.entry
+    onto = stacking.floor_of(ws) if result.outcome == "done" else ws.tip  # a task commit goes below the placeholders
     log.emit("merge_started", task.id, entry.iter, commit=result.commit, onto=onto,
              started_from=result.started_from, outcome=result.outcome)
     tree, conflicts = pick_onto(ws.repo, result.commit, onto)
@@ -103,16 +107,20 @@ def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
         tree = tree_of(ws.repo, onto)
     show_tree(ws.repo, tree)
     if result.outcome == "done" and (failing := failing_checks(run, task, entry.iter, log)):
-        reset_to(ws.repo, onto)
+        reset_to(ws.repo, ws.tip)
         log.emit("merge_checks_failed", task.id, entry.iter, checks=failing, onto=onto)
         return Landing(None, "merge_checks_failed", tuple(failing))
     checkpoint("merge_shown", task.id)
+    if onto != ws.tip:
+        stacking.shelve_above(replace(ws, events=log), task.id, keep_files=True)
+        ws.tip = onto
     lane_ws = replace(ws, events=log)
     ending = {"done": lambda: commit_done(lane_ws, task, entry, restage=False),
               "parked": lambda: commit_parked(lane_ws, task, entry)}.get(result.outcome,
                                                                           lambda: commit_failed(lane_ws, task, entry))
     sha = ending()
     ws.tip = lane_ws.tip
+    stacking.raise_shelf(ws, task.id)
     log.emit("merge_landed", task.id, entry.iter, sha=sha, onto=onto, outcome=result.outcome)
     return Landing(sha)
 

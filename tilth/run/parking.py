@@ -1,19 +1,16 @@
 """A task that waits for a person: the question an iteration ends with, the answers that let
 it go on, and how a session whose remaining tasks all wait ends.
 
-A parked task keeps its partial work in a PARKED placeholder (`outcomes.commit_parked`). Once
-`tilth answer` has answered its last question (`store/answers.py`), the runner puts it back to
-pending at the next task boundary: a placeholder still at HEAD is soft-unwound first, so the
-retry's one commit holds the parked edits; a placeholder below later tasks' commits stays in the
-history and the retry starts from the tip, which holds its edits. Parallel tasks take answers at
-every step of the lane scheduler, lanes running or not, and never unwind: the retry's lane starts
-from the tip. The retry's attempts start from zero; the answer is a channel of its prompts.
+A parked task keeps its partial work in a PARKED placeholder (`outcomes.commit_parked`), above the
+task commits like every placeholder (`run/stacking.py`). Once `tilth answer` has answered its last
+question (`store/answers.py`), the runner puts it back to pending at the next task boundary (parallel
+tasks: at every step of the lane scheduler); when the task runs again its placeholder leaves the
+branch and its work is where the retry starts, so the retry ends as the task's one commit. The
+retry's attempts start from zero; the answer is a channel of its prompts.
 """
 
 from __future__ import annotations
 
-from tilth.git.commits import read_task_commit
-from tilth.git.gitops import soft_reset
 from tilth.run.outcomes import Workspace
 from tilth.store.answers import exchanges, is_answered, last_question, same_question
 from tilth.store.events import document
@@ -29,12 +26,10 @@ document(
 )
 
 
-def take_answers(ws: Workspace, unwind: bool = True) -> list[str]:
-    """Every parked task whose question is answered goes back to pending, and an answered task's
-    PARKED placeholder at HEAD is soft-unwound (`tilth answer` may have flipped the status
-    already); under the session lock, at a task boundary, when the worktree holds no other task's
-    edits. `unwind=False` (parallel tasks, at every scheduling step of the lanes): the placeholder
-    stays in the history and the retry's lane starts from the tip, which holds its edits."""
+def take_answers(ws: Workspace) -> list[str]:
+    """Every parked task whose question is answered goes back to pending (`tilth answer` may have
+    flipped the status already); under the session lock, at a task boundary. Its placeholder stays on
+    the branch until the task runs again (`stacking.make_room` takes it off then)."""
     plan = load_current_plan(ws.paths.prd)
     answered = [t for t in plan if t.status == TaskStatus.parked and is_answered(ws.paths.dir, t.id)]
     for task in answered:
@@ -43,13 +38,6 @@ def take_answers(ws: Workspace, unwind: bool = True) -> list[str]:
         ws.events.emit("task_answered", task.id, asked.iter if asked else None,
                        question=asked.question if asked else "", by=asked.answered_by if asked and
                        asked.answered_by else "runner")
-    head = read_task_commit(ws.repo.head.peel()) if unwind else None
-    if head is not None and head.parked and is_answered(ws.paths.dir, head.task_id) \
-            and any(t.id == head.task_id and t.status in (TaskStatus.pending, TaskStatus.parked) for t in plan):
-        parent = str(ws.repo[head.sha].parents[0].id)
-        soft_reset(ws.repo, parent)
-        ws.tip = parent
-        ws.events.emit("placeholder_unwound", head.task_id, head.iterations, sha=head.sha)
     return [t.id for t in answered]
 
 

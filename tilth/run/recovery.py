@@ -7,16 +7,16 @@ Run on every start of `tilth run` / `tilth resume`, under the session lock:
    line if the kill came before it was written;
    A PARKED placeholder makes its task `parked` (an answered one goes back to pending at the
    run's first task boundary, `run/parking.take_answers`);
-3. (resume only) a FAILED placeholder at HEAD is soft-unwound: its edits become
-   uncommitted changes and its task goes back to pending; any other failed task (its placeholder
-   below later tasks' commits, which a failure no longer stops) goes back to pending too and is
-   retried on top of the tip, keeping its placeholder in the history; a task the plan says is
-   pending or in progress while its placeholder is below the tip is such a retry, never failed again.
-   Neither happens while another task's interrupted edits are in the worktree (they would be mixed
-   in): that task is recovered first, and the next `tilth resume` retries the failures;
+3. (resume only) every failed task goes back to pending: its FAILED placeholder stays above the task
+   commits until the task runs again (`run/stacking.py` takes it off then, and the retry starts from
+   its work); a task the plan says is pending or in progress while its placeholder is below the tip
+   is such a retry, never failed again;
 4. a task left in_progress is either committed (its last verdict was accept; the kill came
    before the commit), parked (its last entry asks a question nobody answered yet; the kill came
-   before the PARKED placeholder) or put back to pending with its worktree edits kept for the retry.
+   before the PARKED placeholder) or put back to pending with its worktree edits kept for the retry
+   (as its partial work, `refs/tilth/partial/<session>/<task>`, applied where the retry starts);
+5. placeholders a killed run left on the shelf go back on top of the branch (`stacking.settle`), and
+   the kept partial work of tasks done meanwhile is removed (`lane_partials.sweep`).
 
 Between runs nothing but the user can move the branch, so its tip, after the steps above, is
 what the run's `guard_branch` holds the branch to.
@@ -30,7 +30,9 @@ from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
 from tilth.run.outcomes import Workspace, commit_done, commit_parked, repair_head
+from tilth.run import lane_partials
 from tilth.run.parking import still_asking
+from tilth.run.stacking import keep_edits, settle, shelved_commits
 from tilth.store.answers import is_answered
 from tilth.store.daily_memory import agent_label, has_line, note, note_outcome, noted
 from tilth.store.events import document
@@ -48,14 +50,13 @@ document(
         "stale_temp_files_removed": ("data.files: half-written temp files a killed run left, removed", "files"),
         "progress_restored": ("a progress line missing after a crash was written from the commit's trailers", "sha"),
         "status_reconciled": ("data.changes: task statuses corrected from the branch", "changes"),
-        "placeholder_unwound": ("a FAILED placeholder at HEAD was soft-reset; its edits are uncommitted", "sha"),
         "accepted_committed": ("an accepted task whose commit was interrupted was committed on recovery", "sha"),
         "question_parked": ("a task whose question was in the ledger when a kill came before its PARKED placeholder "
                             "was parked on recovery; data: sha", "sha"),
         "task_requeued": "an interrupted in_progress task went back to pending, worktree edits kept",
-        "failed_requeued": ("`tilth resume`: a failed task whose FAILED placeholder later commits keep (or that "
-                            "another task's interrupted edits share the worktree with) went back to pending; its retry "
-                            "starts from the branch tip, which holds the placeholder's edits; data: sha", "sha"),
+        "failed_requeued": ("`tilth resume`: a failed task went back to pending; its FAILED placeholder stays above "
+                            "the task commits until the task runs again, whose retry starts from the placeholder's "
+                            "work and ends as one commit; data: sha", "sha"),
         "memory_restored": ("a task outcome on the branch had no daily memory line noted (a kill came between "
                             "the outcome and its line): data: sha, written (false: the day's file had the line)",
                             "sha written"),
@@ -90,15 +91,15 @@ def check_branch(ws: Workspace) -> None:
 def _restore_progress(ws: Workspace, commits: list[TaskCommit]) -> None:
     known = recorded_commits(ws.paths.progress)
     for c in commits:
-        if c.sha[:7] in known:
+        if c.first[:7] in known:
             continue
-        append_progress(ws.paths.progress, outcome_line(c.task_id, c.outcome, c.iterations, c.sha, c.title))
-        ws.events.emit("progress_restored", c.task_id, c.iterations, sha=c.sha)
+        known.add(c.first[:7])
+        append_progress(ws.paths.progress, outcome_line(c.task_id, c.outcome, c.iterations, c.first, c.title))
+        ws.events.emit("progress_restored", c.task_id, c.iterations, sha=c.first)
 
 
-def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> None:
-    """`unwind_head=False` (parallel tasks, whose retries start in lanes of their own from the tip):
-    a FAILED placeholder at the tip stays, and its task is requeued like one below it."""
+def reconcile(ws: Workspace, unwind_failed: bool) -> None:
+    """`unwind_failed` (`tilth resume`): failed tasks go back to pending for a retry."""
     removed = clear_stale_locks(ws.repo, ws.record.branch)
     if removed:
         ws.events.emit("stale_git_locks_removed", paths=removed)
@@ -109,7 +110,8 @@ def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> N
     check_branch(ws)
 
     fold_worker_commits(ws, None, None)
-    commits = branch_task_commits(ws.repo, ws.record.base_commit)
+    on_branch = branch_task_commits(ws.repo, ws.record.base_commit)
+    commits = on_branch + [c for c in shelved_commits(ws) if c.sha not in {b.sha for b in on_branch}]
     _restore_progress(ws, commits)
     remember_lost(ws, commits)
     latest = {c.task_id: c for c in commits}
@@ -120,17 +122,7 @@ def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> N
     retrying = _retrying(ws, latest, before)
     for tid in retrying:
         del changes[tid]
-
-    head = commits[-1] if commits else None
-    # Another task's interrupted edits in the worktree: unwinding would mix the two tasks' work.
-    busy = any(status == TaskStatus.in_progress and (tid not in latest or tid in retrying)
-               for tid, status in before.items())
-    if unwind_failed and unwind_head and head and head.failed and head.sha == str(ws.repo.head.target) and not busy:
-        soft_reset(ws.repo, str(ws.repo[head.sha].parents[0].id))
-        changes[head.task_id] = TaskStatus.pending
-        del latest[head.task_id]
-        ws.events.emit("placeholder_unwound", head.task_id, head.iterations, sha=head.sha)
-    if unwind_failed and not busy:  # else the first task picked would take the interrupted task's edits
+    if unwind_failed:
         for tid, c in latest.items():
             if c.failed and tid not in retrying and tid in before:
                 changes[tid] = TaskStatus.pending
@@ -155,8 +147,11 @@ def reconcile(ws: Workspace, unwind_failed: bool, unwind_head: bool = True) -> N
             note(ws.paths.dir, [sha])
             ws.events.emit("question_parked", task.id, entries[-1].iter, sha=sha)
         else:
+            keep_edits(ws, task.id, "killed")
             set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
             ws.events.emit("task_requeued", task.id)
+    settle(ws, "killed")
+    lane_partials.sweep(ws)  # the kept work of a task whose commit a kill left before it was forgotten
 
 
 def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, TaskStatus]) -> set[str]:
@@ -164,7 +159,7 @@ def _retrying(ws: Workspace, latest: dict[str, TaskCommit], before: dict[str, Ta
     failure does not stop the others): the plan says pending or in_progress while their latest
     commit, below the tip, is the placeholder. A placeholder at the tip is a failure whose status
     write a kill may have cut off, so the branch decides there; except a PARKED one whose question
-    `tilth answer` answered and put back to pending (the run's first boundary unwinds it)."""
+    `tilth answer` answered and put back to pending (it leaves the branch when the task runs again)."""
     tip = str(ws.repo.head.target)
     below = {tid for tid, c in latest.items() if c.placeholder and c.sha != tip
              and before.get(tid) in (TaskStatus.pending, TaskStatus.in_progress, TaskStatus.parked)}
@@ -185,19 +180,19 @@ def remember_lost(ws: Workspace, commits: list[TaskCommit]) -> None:
     session_dir = ws.paths.dir
     seen = noted(session_dir)
     if seen is None:
-        note(session_dir, [c.sha for c in commits])
+        note(session_dir, [c.first for c in commits])
         return
     agent = recorded_agent(ws)
     for c in commits:
-        if c.sha in seen:
+        if c.first in seen:
             continue
         if c.parked:  # not an outcome: the task goes on once answered
-            note(session_dir, [c.sha])
+            note(session_dir, [c.first])
             continue
-        made = datetime.fromtimestamp(ws.repo[c.sha].commit_time).astimezone()
+        made = datetime.fromtimestamp((ws.repo.get(c.first) or ws.repo[c.sha]).commit_time).astimezone()
         written = not has_line(ws.paths.home, ws.record.id, c.task_id, not c.failed, made)
         if written:
-            note_outcome(session_dir, ws.paths.home, ws.record.id, c.task_id, c.title, not c.failed, c.sha, agent)
+            note_outcome(session_dir, ws.paths.home, ws.record.id, c.task_id, c.title, not c.failed, c.first, agent)
         else:
-            note(session_dir, [c.sha])
+            note(session_dir, [c.first])
         ws.events.emit("memory_restored", c.task_id, c.iterations, sha=c.sha, written=written)

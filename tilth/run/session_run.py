@@ -21,7 +21,7 @@ from tilth.core.config import DEFAULT_SECRET_PATTERNS, SECRET_FIELDS, Settings
 from tilth.core.diskspace import is_disk_full
 from tilth.core.errors import BadInput, DiskFull, StopRequested, TilthError
 from tilth.core.travel import key_variable, with_session_view
-from tilth.git.gitops import check_readable, open_worktree
+from tilth.git.gitops import GitError, check_readable, open_worktree
 from tilth.git.worktree_git import session_git_dir
 from tilth.run import session_notices
 from tilth.run.base_checks import ensure_baseline
@@ -36,6 +36,7 @@ from tilth.run.parking import end_state
 from tilth.run.pausing import Paused
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
+from tilth.run.stacking import settle
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -67,14 +68,11 @@ EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, EXIT_WAITING = 0, 1, 3, 5
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
-                echo: Callable[[dict], None] | None = None, expect_queued: bool = False,
-                forward_only: bool = False) -> int:
+                echo: Callable[[dict], None] | None = None, expect_queued: bool = False) -> int:
     """Run the session to its end with its recorded settings (`settings` gives the keys and
     anything the session did not record). `expect_queued` (a supervisor's child): do nothing
     unless the session is still queued once the lock is held, so a `tilth stop` racing the
-    spawn wins. `forward_only` (a dispatched run, whose every push must build on the last): the
-    branch never moves back, so an answered PARKED or a FAILED placeholder at its tip stays and
-    the retry starts on top of it."""
+    spawn wins."""
     register_secret(settings.api_key)
     register_secret(settings.evaluator_api_key)
     scan_for_secrets()
@@ -89,7 +87,7 @@ def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume:
         register_patterns([*DEFAULT_SECRET_PATTERNS, *settings.secret_patterns])
         try:
             keep_reserve(paths)
-            run = prepare(paths, settings, stop, resume, EventLog(paths.events, echo), forward_only)
+            run = prepare(paths, settings, stop, resume, EventLog(paths.events, echo))
         except BaseException as exc:
             if (stopped := stop_reason(exc, paths)) is None:
                 raise
@@ -127,8 +125,7 @@ def session_settings(paths: SessionPaths, settings: Settings) -> Settings:
     return resolved
 
 
-def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog,
-            forward_only: bool = False) -> Run:
+def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool, events: EventLog) -> Run:
     """Everything before the first task: backend, sandbox, reconciliation with the branch."""
     record = load_session(paths)
     rollup = keep_rollup(events)
@@ -139,8 +136,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     check_readable(ws.repo, record.branch)
     sandbox = confine(paths, record, settings, events)
     clear_lanes(ws)
-    unwind = settings.parallel_tasks == 1 and not forward_only
-    reconcile(ws, unwind_failed=resume, unwind_head=unwind)
+    reconcile(ws, unwind_failed=resume)
     set_state(paths, SessionState.running, pid=os.getpid())
     record_transcript(paths, record, backend.label, events)
     session_notices.watch(paths, settings.notify, events, not settings.stop_on_failure)
@@ -149,7 +145,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
     baseline = ensure_baseline(paths, record, ws.repo, settings, events, sandbox)
     return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
-               sandbox, hooks, baseline=baseline, unwind=unwind)
+               sandbox, hooks, baseline=baseline)
 
 
 def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
@@ -205,6 +201,10 @@ def stop_after(run: Run, reason: TilthError) -> None:
 
 def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
     paths, events = run.ws.paths, run.ws.events
+    try:
+        settle(run.ws)  # a stop in mid-task: the placeholders back on top, the task's edits kept
+    except (OSError, GitError):
+        pass  # left on the shelf, where the next run's reconcile finishes it
     if state == SessionState.paused:
         pause(paths, run.paused_until, reason)
     else:

@@ -26,8 +26,8 @@ from tilth.store.jsonio import append_jsonl, read_jsonl
 document(
     {
         "task_answered": ("a parked task's question has an answer (`tilth answer`): the task is pending again "
-                          "and its attempts start over (a PARKED placeholder at HEAD is then soft-unwound, "
-                          "`placeholder_unwound`); data: question, by (who answered: cli|dashboard, also when a "
+                          "and its attempts start over (its PARKED placeholder leaves the branch when it runs again, "
+                          "`placeholder_taken`); data: question, by (who answered: cli|dashboard, also when a "
                           "runner or a dispatched session's worker takes the answer at a task boundary; unknown: "
                           "an answer through the broker whose `by` is none of these; runner: an answer recorded "
                           "without who gave it; `answer` in journals before tilth/actions)", "question by"),

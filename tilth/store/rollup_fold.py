@@ -202,7 +202,7 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         t.status = "pending"
     elif t is not None and kind in ("commit", "failed_commit", "parked_commit", "progress_restored"):
         t.sha = _text(data.get("sha"))
-    elif t is not None and kind in ("task_requeued", "placeholder_unwound"):
+    elif t is not None and kind in ("task_requeued", "placeholder_unwound"):  # the latter: journals before placeholders stayed on top
         t.status = "requeued"
     elif kind == "status_reconciled" and isinstance(data.get("changes"), dict):
         for tid, status in data["changes"].items():

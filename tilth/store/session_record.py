@@ -63,8 +63,8 @@ class SessionRecord:
     start_at: str | None = None
     """`tilth start --at`: the supervisor starts the queued session no earlier than this (UTC)."""
     resume_requested: bool = False
-    """`tilth resume` queued it: the supervisor runs it as a resume (soft-unwinds a FAILED
-    placeholder at HEAD) and clears this just before it spawns the runner."""
+    """`tilth resume` queued it: the supervisor runs it as a resume (the failed tasks retried
+    from their placeholders) and clears this just before it spawns the runner."""
     auto_resumes: int = 0
     """Times in a row the supervisor resumed this session by itself after its runner crashed;
     back to 0 when a run ends a task or a person resumes or starts it (`auto_resume_attempts`)."""

@@ -51,14 +51,19 @@ def failed_lines(t: SessionTally) -> list[str]:
 
 def commit_count(t: SessionTally) -> str:
     """The branch's commits as they are: how many, how many finish a task, and each placeholder
-    (FAILED or PARKED, the current one or one a later retry of its task went past) by sha."""
+    (FAILED or PARKED) by sha, in order: the ones above the task commits, where a session keeps them,
+    and any a later retry of its task went past (a branch made before placeholders stayed on top)."""
     latest = {c.task_id: c.sha for c in t.commits}
     done = sum(not c.placeholder for c in t.commits)
     line = f"{plural(len(t.commits), 'commit')}: {plural(done, 'task commit')}"
+    last_done = max((n for n, c in enumerate(t.commits) if not c.placeholder), default=-1)
     held = [f"`{c.sha[:7]}` {'PARKED' if c.parked else 'FAILED'} ({c.task_id})"
-            + ("" if latest[c.task_id] == c.sha else ", retried in a later commit") for c in t.commits if c.placeholder]
+            + ("" if latest[c.task_id] == c.sha else ", retried in a later commit")
+            + ("" if n > last_done else ", below later task commits")
+            for n, c in enumerate(t.commits) if c.placeholder]
     if held:
-        line += f", {plural(len(held), 'placeholder')} holding partial work: " + "; ".join(held)
+        where = " above them" if done and all(n > last_done for n, c in enumerate(t.commits) if c.placeholder) else ""
+        line += f", {plural(len(held), 'placeholder')}{where} holding partial work: " + "; ".join(held)
     return line
 
 

@@ -27,7 +27,7 @@ from tilth.views.figures import plural, short, verdict_label
 from tilth.store.rollup_fold import Waiting, track_waiting
 from tilth.views.reasons import session_end, task_failure
 
-TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_unwound", "accepted_committed",
+TASK_LEVEL = {"task_started", "task_done", "task_failed", "placeholder_taken", "accepted_committed",
               "task_requeued", "progress_restored", "learnings_proposed", "task_parked", "task_answered",
               "question_parked"}
 ANSWERED_BY = {"answer": " (tilth answer)", "cli": " (tilth answer)", "dashboard": " (answered on the dashboard)"}
@@ -153,7 +153,14 @@ class Readable:
             "progress_restored": lambda d: f"progress line restored from commit {short_sha(d)}",
             "status_reconciled": lambda d: "task statuses corrected from the branch: " + ", ".join(
                 f"{k} {v}" for k, v in d["changes"].items()) if d.get("changes") else None,
-            "placeholder_unwound": lambda d: f"unwound FAILED placeholder {short_sha(d)}; retrying from its edits",
+            "placeholder_taken": lambda d: f"took its placeholder {short_sha(d)} off the branch; retrying from its edits",
+            "placeholders_shelved": lambda d: None,
+            "placeholders_raised": lambda d: None,
+            "placeholders_lowered": lambda d: f"starts from the last task commit {str(d.get('floor'))[:7]}; the "
+                                              "placeholders above it go back on top after its commit",
+            "placeholder_reapplied": lambda d: f"placeholder back on top of the branch: {short_sha(d)}" + (
+                f" (its work conflicts in {short(', '.join(d['kept_off']))}: kept off the branch under {d.get('ref')})"
+                if d.get("kept_off") else ""),
             "accepted_committed": lambda d: f"recovered an accepted attempt: commit {short_sha(d)}",
             "task_requeued": lambda d: "was interrupted; retrying with its edits kept",
             "cap_reached": lambda d: f"cap reached: {d['cap']} ({d['value']} >= {d['limit']})",

@@ -15,7 +15,7 @@ from tilth.core.terminal import clean, unguarded
 from tilth.store.prd_rules import TaskStatus
 from tilth.store.session_state import SessionState
 from tilth.views.parallel_figures import running_text, speedup_text
-from tilth.views.figures import dollars, money, spend, token_count
+from tilth.views.figures import dollars, money, plural, spend, token_count
 from tilth.views.reasons import session_end, task_outcome
 from tilth.views.status_data import LIVE
 
@@ -205,6 +205,19 @@ def _caps(caps: dict[str, dict[str, Any]]) -> str:
     return ", ".join(shown)
 
 
+def _commits(commits: list[dict[str, str]]) -> str:
+    """`2 task commits, then 1 placeholder above them: abc1234 FAILED (T-2)`: the branch as it is."""
+    done = [c for c in commits if not c["outcome"]]
+    held = [f"{c['sha'][:7]} {c['outcome'].upper()} ({c['task']})" for c in commits if c["outcome"]]
+    text = plural(len(done), "task commit")
+    if held:
+        last_done = max((n for n, c in enumerate(commits) if not c["outcome"]), default=-1)
+        above = all(n > last_done for n, c in enumerate(commits) if c["outcome"])
+        text += (", then " if above and done else ", ") + plural(len(held), "placeholder") \
+            + (" above them" if above and done else "") + ": " + "; ".join(held)
+    return text
+
+
 def render_one(summary: dict[str, Any]) -> str:
     removed = _removed(summary)
     lines = [
@@ -221,6 +234,7 @@ def render_one(summary: dict[str, Any]) -> str:
         f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
         f"{spend(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False), summary.get('unpriced_calls', 0))}",
     ]
+    lines += [f"commits  {_commits(summary['commits'])}"] if summary.get("commits") else []
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     lines += [f"lanes    {running_text(summary['lanes'])}"] if summary.get("lanes") else []
     lines += [f"parallel {speedup_text(summary['parallel'])}"] if summary.get("parallel") else []

@@ -83,7 +83,22 @@ def caps(rollup: Rollup, now: datetime | None) -> dict[str, dict[str, Any]]:
     return shown
 
 
-def session_summary(paths: SessionPaths) -> dict[str, Any]:
+def branch_commits(record: SessionRecord) -> list[dict[str, str]]:
+    """The branch's commits as they are (oldest first: task commits, then the placeholders above them):
+    short sha, task, outcome (`failed`, `parked`, or empty for a task commit); none when it is gone."""
+    from tilth.git import gitcli
+
+    try:
+        if not Path(record.repo).is_dir():
+            return []
+        found = gitcli.log_records(record.repo, record.base_commit, record.branch)
+    except (BadInput, OSError, ValueError, gitcli.GitFailed):
+        return []
+    return [{"sha": c["sha"], "task": c.get("Tilth-Task", ""), "outcome": c.get("Tilth-Outcome", "")} for c in found]
+
+
+def session_summary(paths: SessionPaths, with_commits: bool = False) -> dict[str, Any]:
+    """`with_commits` (one session's view): the branch's commits too, read with git."""
     record = peek_session(paths)
     try:
         tasks = task_lines(peek_plan(paths.prd))
@@ -130,6 +145,8 @@ def session_summary(paths: SessionPaths) -> dict[str, Any]:
     summary["waiting"] = waiting_data(rollup.waiting, utc_now()) if live else []
     if state not in LIVE:  # an ended (or archived, or not yet started) session has no current task
         summary.update(current_task=None, iteration=None)
+    if with_commits:
+        summary["commits"] = branch_commits(record)
     return summary
 
 

@@ -149,13 +149,17 @@ def commits(sid: str, records: list[dict[str, str]]) -> str:
         return '<p class="muted">no commits on the branch yet</p>'
     out = ['<div class="wide"><table><thead><tr><th>commit</th><th>task</th><th>subject</th><th>attempts</th></tr>'
            "</thead><tbody>"]
+    held = [c for c in records if c.get("Tilth-Outcome") in ("failed", "parked")]
     for c in records:
         failed = c.get("Tilth-Outcome") == "failed"
         out.append(f'<tr data-commit="{e(c["sha"])}"><td><a href="{href("s", sid, "commit", c["sha"])}">'
                    f'<code>{e(c["sha"])}</code></a></td><td>{e(c.get("Tilth-Task"))}</td>'
                    f'<td{" class=error" if failed else ""}>{e(c.get("subject"))}</td>'
                    f'<td class="num">{e(c.get("Tilth-Iterations"))}</td></tr>')
-    return "".join(out) + "</tbody></table></div>"
+    note = (f'<p class="muted">{len(held)} placeholder{"s" if len(held) > 1 else ""} (partial work of a task not '
+            "done) above the task commits; each task's retry replaces its placeholder with the task's one commit</p>"
+            if held else "")
+    return "".join(out) + "</tbody></table></div>" + note
 
 
 def text(body: str | None, missing: str, rendered: bool) -> str:
