@@ -111,6 +111,7 @@ def test_resume_removes_the_temp_files_a_killed_write_left(sandbox):
     (a lane thread may be mid-write when the main thread is killed); the next run removes it."""
     assert sandbox.start("s1", [task("T-1")], {"tasks": {}}, env={"TILTH_FINAL_REVIEW": "false"}).returncode == 0
     session_dir = sandbox.session_dir("s1")
+    (session_dir / "prd.json").write_text(json.dumps([*sandbox.plan("s1"), task("T-2")]))  # something to resume for
     left = [session_dir / name for name in (".lanes.json.k1ll3d.tmp", ".prd.json.k1ll3d.tmp",
                                             ".progress-summary.md.k1ll3d.tmp", ".summary.json.k1ll3d.tmp")]
     for path in left:
