@@ -201,3 +201,12 @@ def daemon(sandbox):
         yield helper
     finally:
         helper.cleanup()
+
+
+def finished_before(sandbox: Sandbox, session_id: str, code: int | None) -> bool:
+    """A resume refused (exit 2) because the session is done: the kill came after the run had recorded
+    it done, so there is nothing left to resume (a finished session never runs again)."""
+    if code != 2:
+        return False
+    record = json.loads((sandbox.session_dir(session_id) / "session.json").read_text())
+    return record.get("state") == "done"

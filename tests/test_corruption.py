@@ -68,6 +68,8 @@ def test_a_damaged_object_met_mid_run_stops_the_session_with_its_name(sandbox):
 @pytest.mark.slow
 def test_a_damaged_branch_tip_is_named_by_every_command_that_reads_it(sandbox):
     assert sandbox.start("s1", [task("T-1"), task("T-2")], None, env=OFF).returncode == 0
+    prd = sandbox.session_dir("s1") / "prd.json"
+    prd.write_text(json.dumps([*sandbox.plan("s1"), task("T-3")]))  # something to resume for
     tip = git(sandbox.repo, "rev-parse", "session/s1").strip()
     damaged = loose_object(sandbox.repo, tip)
     damaged.chmod(0o644)

@@ -5,6 +5,7 @@ tests and protected paths. The scripted evaluator accepts everything: only the h
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -18,6 +19,9 @@ from tilth.views.tally import tally
 
 ONE_TRY = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
 PYTEST = f"{sys.executable} -m pytest -q -rA -p no:cacheprovider tests"
+THIS_PYTHON = {"TILTH_SANDBOX_EXPOSE": ",".join(dict.fromkeys(
+    [sys.prefix, str(Path(os.path.realpath(sys.executable)).parent.parent)]))}
+"""This venv and the interpreter it links to: a check naming them by path sees them in the sandbox."""
 
 
 def prompts(sandbox, session_id: str, role: str, task_id: str) -> list[str]:
@@ -209,7 +213,7 @@ def test_failing_test_ids_are_compared_with_the_baseline(sandbox, pytest_repo, n
     shutil.rmtree(sandbox.repo)
     shutil.copytree(pytest_repo, sandbox.repo)
     scenario = {"tasks": {"T-1": [{"write": {"tests/test_new.py": new_test}}]}}
-    result = sandbox.start("s1", [task("T-1")], scenario, "--check", PYTEST, env=ONE_TRY)
+    result = sandbox.start("s1", [task("T-1")], scenario, "--check", PYTEST, env={**ONE_TRY, **THIS_PYTHON})
     assert sandbox.statuses("s1") == {"T-1": outcome}, result.stderr
     baseline = json.loads((sandbox.session_dir("s1") / "baseline.json").read_text())
     assert baseline["checks"][0]["failing_ids"] == ["tests/test_old.py::test_old_bug"]

@@ -29,6 +29,7 @@ import resource
 import select
 import shutil
 import signal
+import threading
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +43,7 @@ READ_BYTES = 65536
 CGROUP_PREFIX = "tilth-"
 _serial = itertools.count()
 _removing: list[Path] = []
+_removing_lock = threading.Lock()
 """Cgroups of ended commands, killed, not yet removable: retried at each command's end (and, left by
 a tilth process that died, removed by the next one to probe)."""
 
@@ -167,7 +169,8 @@ class ProcessLimit:
         namespace included) and remove it."""
         if self.cgroup is not None:
             _kill_all(self.cgroup)
-            _removing.append(self.cgroup)  # removed once its processes have finished dying
+            with _removing_lock:
+                _removing.append(self.cgroup)  # removed once its processes have finished dying
             self.cgroup = None
         _remove_dead()
 
@@ -271,14 +274,16 @@ def _kill_all(cgroup: Path) -> None:
 
 
 def _remove_dead() -> None:
-    """Remove the cgroups of ended commands whose killed processes have all exited."""
-    for cgroup in list(_removing):
-        try:
-            cgroup.rmdir()
-        except OSError as exc:
-            if exc.errno == errno.EBUSY:
-                continue
-        _removing.remove(cgroup)
+    """Remove the cgroups of ended commands whose killed processes have all exited (lanes end their
+    commands from several threads at once: one of them takes each cgroup)."""
+    with _removing_lock:
+        for cgroup in list(_removing):
+            try:
+                cgroup.rmdir()
+            except OSError as exc:
+                if exc.errno == errno.EBUSY:
+                    continue
+            _removing.remove(cgroup)
 
 
 @atexit.register
