@@ -373,16 +373,22 @@ def test_a_branch_that_lost_its_base_between_runs_is_refused_in_one_line(sandbox
 
 
 @pytest.mark.bwrap
-def test_check_commands_and_scripted_commands_run_confined(sandbox):
+def test_check_verify_and_scripted_commands_run_confined(sandbox):
     require_bwrap()
     tag = uuid.uuid4().hex
     prd = sandbox.home / "sessions" / "s1" / "prd.json"
     check = f"test ! -e {prd} && ! touch /usr/tilth-{tag}-check && test $(ls /proc | grep -c '^[0-9]') -lt 10"
     scenario = {"tasks": {"T-1": [{"run": [f"ls {prd} > seen.txt 2>&1; touch /var/tmp/tilth-{tag}-run; "
                                            "echo $TILTH_HOME >> seen.txt"]}]}}
-    result = sandbox.start("s1", [task("T-1")], scenario, "--check", check, env={"TILTH_SANDBOX": "bwrap"})
+    # A criterion's verify command is confined the same way: no session file, no TILTH_HOME, no host process.
+    unseen = {"text": "the session is out of sight", "verify": f'test ! -e {prd} && test -z "$TILTH_HOME" && '
+                                                              "test $(ls /proc | grep -c '^[0-9]') -lt 10"}
+    result = sandbox.start("s1", [task("T-1", acceptance_criteria=[unseen])], scenario, "--check", check,
+                           env={"TILTH_SANDBOX": "bwrap"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert [r["exit_code"] for e in sandbox.events("s1") if e["type"] == "checks_run" for r in e["data"]["results"]] == [0]
+    verified = [r for e in sandbox.events("s1") if e["type"] == "verifies_run" for r in e["data"]["results"]]
+    assert [r["exit_code"] for r in verified] == [0], verified
     seen = git(sandbox.repo, "show", "session/s1:seen.txt")
     assert "No such file" in seen and seen.endswith("\n\n"), "sessions hidden, TILTH_HOME not in the env"
     assert not list(Path("/var/tmp").glob(f"tilth-{tag}-*")) and not list(Path("/usr").glob(f"tilth-{tag}-*"))

@@ -49,9 +49,9 @@ class CheckResult(CommandRun):
 
 
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str | None,
-               iteration: int, sandbox: Confinement | None = None, keep_runs: int = DEFAULT_KEEP) -> list[CheckResult]:
+               iteration: int, sandbox: Confinement, keep_runs: int = DEFAULT_KEEP) -> list[CheckResult]:
     """Each command's result; each leaves its script artifact in the session dir (the journal's)."""
-    results, sandbox, hidden = [], sandbox or Confinement(), []
+    results, hidden = [], []
     for command in commands:
         outcome = run_command(command, worktree, timeout=timeout, max_output=PARSED_CHARS, env=sandbox.env,
                               wrapper=sandbox.wrapper, runs=runs_dir(events.path.parent), keep_runs=keep_runs,

@@ -76,6 +76,12 @@ class Confinement:
         return bool(self.wrapper)
 
 
+UNCONFINED = Confinement()
+"""Commands run as tilth's own user, with only the environment allowlist: a named choice, never a
+default. Where it is used it says why (`tilth prep`'s read-only file tools run no command; a calibration
+runs the evaluator on fixture files in a scratch directory)."""
+
+
 def toolchain_dirs(path_value: str, roots: Iterable[Path]) -> list[Path]:
     """The directories on PATH the sandbox's system view does not show (under the user's home, in a
     virtualenv, ...), each widened to its install prefix (`~/.pyenv/shims` -> `~/.pyenv`) but never to

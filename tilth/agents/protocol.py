@@ -47,7 +47,7 @@ class WorkerJob:
     events: EventLog
     notes: KnowledgeBase
     """The session's scratch notes, outside the worktree (note_write / note_read)."""
-    sandbox: Confinement = Confinement()
+    sandbox: Confinement
     """How the agent's commands run: sandbox argv (empty when unconfined), environment, private home."""
     hooks: Hooks | None = None
     """pre_tool hooks every tool call passes through first."""
@@ -72,7 +72,7 @@ class EvaluationJob:
     events: EventLog
     checks: list[CheckResult]
     """Deterministic checks already run on the worktree; a failing one blocks acceptance."""
-    sandbox: Confinement = Confinement()
+    sandbox: Confinement
     """How a CLI evaluator runs (an empty wrapper when unconfined)."""
 
 
@@ -85,8 +85,8 @@ class LearningJob:
     """The iteration the task ended at."""
     prompt: str
     events: EventLog
-    worktree: Path | None = None
-    sandbox: Confinement = Confinement()
+    worktree: Path | None
+    sandbox: Confinement
 
 
 class Worker(Protocol):

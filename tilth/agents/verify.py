@@ -24,10 +24,10 @@ VERIFY_FAILED = "verify_failed"
 
 
 def run_verifies(task: Task, worktree: Path, timeout: float, events: EventLog, iteration: int | None,
-                 sandbox: Confinement | None = None, keep_runs: int = DEFAULT_KEEP,
+                 sandbox: Confinement, keep_runs: int = DEFAULT_KEEP,
                  emit: bool = True) -> list[VerifyResult]:
     """Each verify command's result, in the order of the criteria; none when no criterion has one."""
-    results, sandbox, hidden = [], sandbox or Confinement(), []
+    results, hidden = [], []
     for criterion in task.criteria:
         if not criterion.verify:
             continue

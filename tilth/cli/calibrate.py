@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tilth.agents.accounting import Meter
 from tilth.agents.backends.chat import ProviderError
-from tilth.agents.confinement import Confinement
+from tilth.agents.confinement import UNCONFINED
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.protocol import AgentFailed, EvaluationJob, UsageLimited
 from tilth.cli.calibration_fixtures import FIXTURES
@@ -97,7 +97,7 @@ def _judge(backend, fixture: dict, variant: str, iteration: int, scratch: Path, 
                 criteria=[CriterionEvidence(criterion=c, evidence="see the diff") for c in fixture["criteria"]])
     prompt = "\n\n".join([ASK, task_block(task), case_block(case), "The diff:\n" + (diff.patch or "(none)")]) + "\n"
     job = EvaluationJob("calibrate", task, iteration, worktree, prompt, case, diff.patch or "", describe_diff(diff),
-                        [], events, [], Confinement())
+                        [], events, [], UNCONFINED)  # fixture files in a scratch directory, nothing of a session
     try:
         return backend.evaluator.evaluate(job).verdict
     except (ProviderError, AgentFailed, UsageLimited) as exc:

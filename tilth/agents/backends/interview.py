@@ -22,6 +22,7 @@ import orjson
 from tilth.agents.accounting import Meter
 from tilth.agents.backends.chat import ChatClient, ModelReply, ProviderError, ToolCall
 from tilth.agents.backends.tool_loop import Done, tool_loop
+from tilth.agents.confinement import UNCONFINED
 from tilth.agents.backends.tool_specs import PREP_TOOLS
 from tilth.agents.backends.toolbox import RESULT_CHARS, Toolbox, parse_arguments
 from tilth.agents.protocol import UsageLimited
@@ -199,7 +200,8 @@ class Interview:
 
     def _loop(self, goal: str, head: str | None) -> Plan:
         chat = ChatClient(ROLE, self.settings, self.meter, self.events)
-        tools = Toolbox(self.repo, ROLE, self.events, self.settings.tool_timeout, read_only=True)
+        # Read-only file tools and no command: nothing for a sandbox to confine.
+        tools = Toolbox(self.repo, ROLE, self.events, self.settings.tool_timeout, read_only=True, sandbox=UNCONFINED)
         listing = tools.workspace.list_files()
         if len(listing) > LISTING_CHARS:
             listing = listing[:LISTING_CHARS].rsplit("\n", 1)[0] + "\n[... more files: use list_files with a pattern]"

@@ -42,11 +42,11 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
 
 class Toolbox:
     def __init__(self, root: Path, role: str, events: EventLog, tool_timeout: float, read_only: bool,
-                 notes: KnowledgeBase | None = None, sandbox: Confinement | None = None, hooks: Hooks | None = None,
+                 notes: KnowledgeBase | None = None, *, sandbox: Confinement, hooks: Hooks | None = None,
                  runs: Path | None = None, keep_runs: int = DEFAULT_KEEP):
         """`runs`: the session's `runs/` dir, where each bash call leaves its script artifact
         (None without a session: no artifact)."""
-        self.sandbox = sandbox or Confinement()
+        self.sandbox = sandbox
         self.workspace = Workspace(root, read_only=read_only, git_dir=self.sandbox.git_dir)
         self.root, self.role, self.events, self.tool_timeout = root, role, events, tool_timeout
         self.hooks, self.runs, self.keep_runs = hooks, runs, keep_runs
