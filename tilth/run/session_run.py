@@ -6,12 +6,14 @@ caps, the baseline), the tasks then the final review (`drive`), and the end (the
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.bounds import in_force
+from tilth.agents.check_bundle import CheckBundle
 from tilth.agents.confinement import Confinement, host_ports, session_confinement
 from tilth.agents.netbox import method_in_force
 from tilth.agents.hooks import Hooks, hook_dirs
@@ -143,9 +145,9 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
     caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
-    baseline = ensure_baseline(paths, record, ws.repo, settings, events, sandbox)
-    return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
-               sandbox, hooks, baseline=baseline)
+    checks = CheckBundle.of_run(settings, record, sandbox)
+    checks = replace(checks, baseline=ensure_baseline(paths, record, ws.repo, events, checks))
+    return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events), sandbox, checks, hooks)
 
 
 def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
