@@ -38,6 +38,7 @@ def assert_files_intact(sandbox, session_id):
     ("after_status", ACCEPTING, 1),
     ("before_failed_commit", FAILING_THEN_ACCEPTING, 3),
     ("after_failed_commit", FAILING_THEN_ACCEPTING, 3),
+    ("after_failed_status", FAILING_THEN_ACCEPTING, 3),
 ])
 @pytest.mark.slow
 def test_kill_9_then_resume(sandbox, point, tasks, runs_of_t2):

@@ -149,15 +149,15 @@ def test_answered_attempts_start_over_and_the_evaluator_cannot_park_twice_on_one
 def test_a_kill_between_the_park_commit_and_the_status_flip_leaves_one_placeholder(sandbox):
     path = sandbox.write_json("p.json", plan3())
     scenario = sandbox.write_json("sc.json", T2_ASKS)
-    for point in ("before_parked_commit", "after_parked_commit"):
-        sid = f"k-{point[:5]}"
+    for number, point in enumerate(("before_parked_commit", "after_parked_commit", "after_parked_status")):
+        sid = f"k-{number}"
         child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(path), "--id", sid, "--backend",
                               "scripted", "--scenario", str(scenario), "--foreground",
                               env={"TILTH_TEST_PAUSE_AT": f"{point}@T-002"})
         wait_for_pause(child, point)
         child.send_signal(signal.SIGKILL)
         child.wait()
-        assert sandbox.statuses(sid)["T-002"] == "in_progress"
+        assert sandbox.statuses(sid)["T-002"] == ("parked" if point.endswith("status") else "in_progress")
 
         resumed = sandbox.tilth("resume", sid, "--foreground")
         assert resumed.returncode == 5, resumed.stdout + resumed.stderr

@@ -24,8 +24,10 @@ POINTS = {
     "after_status": "prd.json says done; the progress line is not written",
     "before_failed_commit": "the last attempt was rejected; the FAILED placeholder is not made",
     "after_failed_commit": "the FAILED placeholder exists; prd.json still says in_progress",
+    "after_failed_status": "prd.json says failed; the progress line is not written",
     "before_parked_commit": "a needs_human entry is in the ledger and its question in answers/; no PARKED placeholder",
     "after_parked_commit": "the PARKED placeholder exists; prd.json still says in_progress",
+    "after_parked_status": "prd.json says parked; the progress line is not written",
     "placeholders_shelved": "a task is about to run: the placeholders above the last task commit have shelf refs; "
                             "the branch has not moved",
     "placeholders_lowered": "the branch, index and files stand on the last task commit; the task has not begun",

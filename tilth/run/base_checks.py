@@ -6,14 +6,9 @@ has none, and every failing check blocks as before."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pygit2
 
-from tilth.agents.checks import run_checks
-from tilth.agents.confinement import Confinement
-from tilth.agents.verify import run_verifies
-from tilth.core.config import Settings
+from tilth.agents.check_bundle import CheckBundle
 from tilth.store.baseline import Baseline, BaselineCheck, load_baseline, save_baseline
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -27,14 +22,13 @@ document({"baseline_recorded": ("the checks and verify commands ran once on the 
                                "the worktree has changes); every failing check blocks; data: reason", "reason")})
 
 
-def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Repository, settings: Settings,
-                    events: EventLog, sandbox: Confinement) -> Baseline | None:
+def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Repository, events: EventLog,
+                    checks: CheckBundle) -> Baseline | None:
     """The session's baseline: the recorded one, else recorded now when the worktree is the base commit."""
     if (found := load_baseline(paths.dir)) is not None:
         return found
-    checks = settings.checks + record.checks
     plan = [t for t in load_current_plan(paths.prd) if t.status != TaskStatus.done]
-    if not checks and not any(c.verify for t in plan for c in t.criteria):
+    if not checks.commands and not any(c.verify for t in plan for c in t.criteria):
         return None
     head = str(repo.head.target)
     if head != record.base_commit:
@@ -44,11 +38,8 @@ def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Rep
     if any(flags != pygit2.enums.FileStatus.IGNORED for flags in repo.status().values()):
         events.emit("baseline_skipped", reason="the worktree has uncommitted changes")
         return None
-    worktree = Path(record.worktree)
-    ran = run_checks(checks, worktree, settings.tool_timeout, events, None, 0, sandbox, settings.script_runs_keep)
-    verifies = {t.id: found for t in plan
-                if (found := run_verifies(t, worktree, settings.verify_timeout_s, events, None, sandbox,
-                                          settings.script_runs_keep, emit=False))}
+    ran = checks.run(events, None, 0)
+    verifies = {t.id: ran_here for t in plan if (ran_here := checks.verify(t, events, None, emit=False))}
     baseline = Baseline(commit=record.base_commit, verifies=verifies,
                         checks=[BaselineCheck(command=c.command, exit_code=c.exit_code, failing_ids=c.failing_ids,
                                                   run_id=c.run_id) for c in ran])

@@ -27,7 +27,7 @@ from tilth.git.lane_worktrees import drop_lane, lane_branch, lane_git_dir, make_
 from tilth.run import lane_partials
 from tilth.run.context import Sources
 from tilth.run.merge_queue import LaneLog, LaneResult, Landing
-from tilth.run.outcomes import Workspace, commit_parked, guard_branch, stage
+from tilth.run.outcomes import Workspace, end_task, guard_branch, stage
 from tilth.store.events import document
 from tilth.store.inbox import take_unread
 from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
@@ -76,6 +76,7 @@ def begin(run: Any, task: Task, number: int, start: str, redo: int) -> tuple[Any
                                               agent_home=ws.paths.lane_home(task.id)), git_dir=git_dir)
     lane_run = replace(run, ws=Workspace(ws.paths, record, repo, log, tip=start, protected=ws.protected),
                        sources=Sources(ws.paths, repo, run.settings, log), sandbox=confinement,
+                       checks=run.checks.at(path, confinement),
                        hooks=Hooks(hook_dirs(ws.paths.home), path, log, ws.record.id, git_dir))
     return lane_run, log
 
@@ -106,7 +107,7 @@ def park(ws: Workspace, lane: Lane, landing: Landing, refusals: int) -> tuple[in
                         verdict=Verdict(verdict="needs_human", category=landing.refused, question=question,
                                         concern=question))
     append_entry(ws.paths.ledger_dir, task.id, entry)
-    sha = commit_parked(replace(ws, events=LaneLog(ws.events, lane.number)), task, entry)
+    sha = end_task(replace(ws, events=LaneLog(ws.events, lane.number)), task, "parked", entry)
     ws.tip = sha
     return iteration, sha
 

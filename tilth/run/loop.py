@@ -11,24 +11,24 @@ from pathlib import Path
 
 from tilth.agents.accounting import CapReached, Caps
 from tilth.agents.backends.chat import ProviderError
-from tilth.agents.checks import enforce_change, enforce_checks, excused, run_checks
+from tilth.agents.check_bundle import CheckBundle
+from tilth.agents.checks import enforce_change
 from tilth.agents.confinement import Confinement
 from tilth.agents.guard import grouped, guard_rejection
 from tilth.agents.hooks import Hooks
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, LearningJob, UsageLimited, WorkerJob
-from tilth.agents.verify import run_verifies, verify_rejection
+from tilth.agents.verify import verify_rejection
 from tilth.core.config import Settings
 from tilth.git.gitops import describe_diff, staged_diff
 from tilth.run.context import Sources, evaluator_prompt, learning_prompt, worker_prompt
 from tilth.run import lane_partials, stacking
 from tilth.run.keeping import refused
-from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked, note_daily_memory, stage
+from tilth.run.outcomes import Outcome, Workspace, end_task, note_daily_memory, stage
 from tilth.run.parking import no_second_park, take_answers
 from tilth.run.pausing import wait_out
 from tilth.run.secret_gate import rejection as secret_rejection
 from tilth.run.stalling import break_stall
 from tilth.run.stopflag import StopFlag
-from tilth.store.baseline import Baseline
 from tilth.store.events import document
 from tilth.store.inbox import take_unread
 from tilth.store.learnings import append_learnings
@@ -73,13 +73,13 @@ class Run:
     caps: Caps
     sources: Sources
     sandbox: Confinement
+    checks: CheckBundle
+    """What the checks and verify commands run with, the baseline included (a lane's: in its own worktree)."""
     hooks: Hooks
     paused_until: str | None = None
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
     diff_shas: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
-    baseline: Baseline | None = None
-    """The checks and verify commands on the base commit (`run/base_checks.py`)."""
 
 
 def in_turn(run: Run, lock: SessionLock) -> bool:
@@ -109,15 +109,14 @@ def run_task(run: Run, task: Task) -> str:
     stacking.make_room(run.ws, task.id)  # from the last task commit; its own placeholder becomes its kept work
     lane_partials.restore_in_turn(run.ws, task)
     outcome, entry = attempt(run, task)
-    sha = commit_done(run.ws, task, entry, restage=False) if outcome == "done" else \
-        commit_parked(run.ws, task, entry) if outcome == "parked" else commit_failed(run.ws, task, entry)
+    sha = end_task(run.ws, task, outcome, entry, restage=False)
     stacking.raise_shelf(run.ws, task.id)
     lane_partials.forget(run.ws, task.id)
     after_task(run, task, outcome, entry.iter, sha)
     return outcome
 
 
-def attempt(run: Run, task: Task) -> tuple[str, LedgerEntry]:
+def attempt(run: Run, task: Task) -> tuple[Outcome, LedgerEntry]:
     """Attempts until one is accepted (`done`, diff staged), asks (`parked`) or none are left (`failed`); no commit."""
     entry, attempts = None, 0
     while attempts < run.settings.max_iterations_per_task:
@@ -205,18 +204,17 @@ def worker_turn(run: Run, task: Task, iteration: int,
 def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,
              summary: str) -> tuple[Verdict, list[VerifyResult]]:
     """The checks and verify commands, then (unless a verify failed) the evaluator's verdict."""
-    ws, s = run.ws, run.settings
+    ws, bundle = run.ws, run.checks
     worktree = Path(ws.record.worktree)
-    checks = run_checks(s.checks + ws.record.checks, worktree, s.tool_timeout, ws.events, task.id, iteration,
-                        run.sandbox, s.script_runs_keep)
-    verifies = run_verifies(task, worktree, s.verify_timeout_s, ws.events, iteration, run.sandbox, s.script_runs_keep)
+    checks = bundle.run(ws.events, task.id, iteration)
+    verifies = bundle.verify(task, ws.events, iteration)
     if (refused := verify_rejection(verifies)) is not None:
         return refused, verifies
     prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks, verifies,
-                              [c.command for c in excused(checks, run.baseline)])
+                              bundle.excused(checks))
     job = EvaluationJob(ws.record.id, task, iteration, worktree, prompt, case, diff, summary,
                         history, ws.events, checks, run.sandbox)
-    return enforce_checks(run.backend.evaluator.evaluate(job), checks, run.baseline), verifies
+    return bundle.judged(run.backend.evaluator.evaluate(job), checks), verifies
 
 
 def after_task(run: Run, task: Task, outcome: str, iteration: int, sha: str, learned: bool = False) -> None:

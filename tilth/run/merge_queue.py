@@ -22,14 +22,12 @@ whose partial work conflicts lands with the head's files (`placeholder_emptied`)
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from tilth.agents.checks import enforce_checks, run_checks
 from tilth.core.faults import checkpoint
 from tilth.git.lane_worktrees import pick_onto, reset_to, show_tree, tree_of
 from tilth.run import stacking
-from tilth.run.outcomes import Workspace, commit_done, commit_failed, commit_parked
+from tilth.run.outcomes import Outcome, Workspace, end_task
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
 from tilth.store.prd import Task
@@ -74,7 +72,7 @@ class LaneLog(EventLog):
 class LaneResult:
     """What a lane hands the merge queue: how its task ended, the last ledger entry, its one commit."""
 
-    outcome: str
+    outcome: Outcome
     entry: LedgerEntry
     commit: str
     started_from: str
@@ -115,10 +113,7 @@ def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
         stacking.shelve_above(replace(ws, events=log), task.id, keep_files=True)
         ws.tip = onto
     lane_ws = replace(ws, events=log)
-    ending = {"done": lambda: commit_done(lane_ws, task, entry, restage=False),
-              "parked": lambda: commit_parked(lane_ws, task, entry)}.get(result.outcome,
-                                                                          lambda: commit_failed(lane_ws, task, entry))
-    sha = ending()
+    sha = end_task(lane_ws, task, result.outcome, entry, restage=False)
     ws.tip = lane_ws.tip
     stacking.raise_shelf(ws, task.id)
     log.emit("merge_landed", task.id, entry.iter, sha=sha, onto=onto, outcome=result.outcome)
@@ -128,13 +123,10 @@ def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
 def failing_checks(run: Any, task: Task, iteration: int, log: EventLog) -> list[str]:
     """The session's checks on the merged tree in the session worktree: the ones that block (a
     failure the base commit did not have), as `command (exit N)`."""
-    ws, s = run.ws, run.settings
-    commands = s.checks + ws.record.checks
-    if not commands:
+    if not run.checks.commands:
         return []
-    checks = run_checks(commands, Path(ws.record.worktree), s.tool_timeout, log, task.id, iteration, run.sandbox,
-                        s.script_runs_keep)
-    verdict = enforce_checks(Verdict(verdict="accept"), checks, run.baseline)
+    checks = run.checks.run(log, task.id, iteration)
+    verdict = run.checks.judged(Verdict(verdict="accept"), checks)
     if verdict.accepted:
         return []
     return [f"{c.command} (exit {c.exit_code})" for c in checks if not c.passed]

@@ -1,4 +1,5 @@
-"""The three ways a task ends, each written in the crash-safe order (and its daily memory line):
+"""How a task ends (`end_task`: a commit, a FAILED or a PARKED placeholder, one table of what differs),
+written in one crash-safe order (and its daily memory line):
 
     commit (git is the truth)  ->  prd.json status  ->  progress line  ->  event
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import pygit2
 
@@ -113,62 +115,81 @@ def stage(ws: Workspace, task: Task, iteration: int) -> list[Added]:
     return withhold(ws.repo, Path(ws.record.worktree), ws.events, task.id, iteration)
 
 
-def commit_done(ws: Workspace, task: Task, accepted: LedgerEntry, restage: bool = True) -> str:
-    """`restage=False` commits the index exactly as the evaluator's diff saw it (the normal path);
-    recovery restages, since the process that staged it is gone."""
-    checkpoint("before_commit", task.id)
-    if restage:
-        stage(ws, task, accepted.iter)
+Outcome = Literal["done", "failed", "parked"]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How one kind of task end differs; the order of the steps is `end_task`'s alone."""
+
+    points: str
+    """The fault points' stem (`before_<stem>`, `after_<stem>`); then `after_status` (done) or `after_<status>_status`."""
+    commit_event: str
+    ended_event: str
+    status: TaskStatus
+    placeholder: str | None
+    """What a placeholder is called (`run/keeping.py` leaves out what the task may not keep); None for a task commit."""
+
+
+ENDINGS: dict[str, Ending] = {
+    "done": Ending("commit", "commit", "task_done", TaskStatus.done, None),
+    "failed": Ending("failed_commit", "failed_commit", "task_failed", TaskStatus.failed, "failed"),
+    "parked": Ending("parked_commit", "parked_commit", "task_parked", TaskStatus.parked, "parked"),
+}
+
+
+def end_task(ws: Workspace, task: Task, outcome: Outcome, entry: LedgerEntry, restage: bool = True) -> str:
+    """End a task as a commit (`done`: `entry` is the accepted attempt), a FAILED placeholder (`failed`:
+    the last attempt) or a PARKED one (`parked`: the attempt that asks), in the crash-safe order; its sha.
+    `restage=False` commits the index exactly as the evaluator's diff saw it (an accepted attempt in this
+    process); recovery restages, since the process that staged it is gone. A question goes to
+    `answers/<task>.jsonl` first (once per iteration), so a PARKED placeholder always has the question
+    `tilth answer` answers."""
+    ending, verdict, iteration = ENDINGS[outcome], entry.verdict, entry.iter
+    if outcome == "parked":
+        record_question(ws.paths.dir, task.id, iteration, verdict.asked_by, verdict.question, verdict.concern)
+    checkpoint(f"before_{ending.points}", task.id)
+    if restage or ending.placeholder is not None:
+        stage(ws, task, iteration)
     else:
-        guard_branch(ws, task.id, accepted.iter)
-    summary = accepted.case.summary if accepted.case else ""
-    sha = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, accepted.iter), ws.tip)
+        guard_branch(ws, task.id, iteration)
+    left_out = ws.leave_out(task, iteration, ending.placeholder) if ending.placeholder is not None else []
+    said = what_ended(outcome, entry)
+    sha = commit_staged(ws.repo, ws.record.branch, message_of(ws, task, outcome, entry, left_out), ws.tip)
     ws.tip = sha
-    ws.events.emit("commit", task.id, accepted.iter, sha=sha, iterations=accepted.iter)
-    checkpoint("after_commit", task.id)
-    set_status(ws.paths.prd, task.id, TaskStatus.done)
-    checkpoint("after_status", task.id)
-    append_progress(ws.paths.progress, outcome_line(task.id, "done", accepted.iter, sha, task.title))
-    ws.events.emit("task_done", task.id, accepted.iter, sha=sha)
+    ws.events.emit(ending.commit_event, task.id, iteration, sha=sha,
+                   **({"iterations": iteration} if outcome == "done" else said))
+    checkpoint(f"after_{ending.points}", task.id)
+    set_status(ws.paths.prd, task.id, ending.status)
+    checkpoint("after_status" if outcome == "done" else f"after_{outcome}_status", task.id)
+    label = f"failed:{EXHAUSTED}" if outcome == "failed" else outcome
+    append_progress(ws.paths.progress, outcome_line(task.id, label, iteration, sha, task.title))
+    ws.events.emit(ending.ended_event, task.id, iteration, sha=sha, **said)
     return sha
 
 
-def commit_failed(ws: Workspace, task: Task, last: LedgerEntry) -> str:
-    checkpoint("before_failed_commit", task.id)
-    stage(ws, task, last.iter)
-    left_out = ws.leave_out(task, last.iter, "failed")
-    reason = f"{EXHAUSTED} after {last.iter} attempts; last verdict {last.verdict.category or last.verdict.verdict}"
-    message = failed_message(ws.record.id, task, reason, last.iter, last.verdict.concern, left_out)
-    sha = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
-    ws.tip = sha
-    ws.events.emit("failed_commit", task.id, last.iter, sha=sha, reason=reason)
-    checkpoint("after_failed_commit", task.id)
-    set_status(ws.paths.prd, task.id, TaskStatus.failed)
-    append_progress(ws.paths.progress, outcome_line(task.id, f"failed:{EXHAUSTED}", last.iter, sha, task.title))
-    ws.events.emit("task_failed", task.id, last.iter, sha=sha, reason=reason)
-    return sha
+def message_of(ws: Workspace, task: Task, outcome: Outcome, entry: LedgerEntry, left_out: list[str]) -> str:
+    verdict = entry.verdict
+    if outcome == "done":
+        return done_message(ws.record.id, task, entry.case.summary if entry.case else "", entry.iter)
+    if outcome == "failed":
+        return failed_message(ws.record.id, task, failure_reason(entry), entry.iter, verdict.concern, left_out)
+    return parked_message(ws.record.id, task, verdict.asked_by, entry.iter, verdict.question, verdict.concern,
+                          left_out)
 
 
-def commit_parked(ws: Workspace, task: Task, asking: LedgerEntry) -> str:
-    """The question goes to `answers/<task>.jsonl` first (once per iteration), so the placeholder
-    on the branch always has the question `tilth answer` answers."""
-    verdict = asking.verdict
-    record_question(ws.paths.dir, task.id, asking.iter, verdict.asked_by, verdict.question, verdict.concern)
-    checkpoint("before_parked_commit", task.id)
-    stage(ws, task, asking.iter)
-    left_out = ws.leave_out(task, asking.iter, "parked")
-    message = parked_message(ws.record.id, task, verdict.asked_by, asking.iter, verdict.question, verdict.concern,
-                             left_out)
-    sha = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
-    ws.tip = sha
-    ws.events.emit("parked_commit", task.id, asking.iter, sha=sha, asked_by=verdict.asked_by,
-                   question=verdict.question)
-    checkpoint("after_parked_commit", task.id)
-    set_status(ws.paths.prd, task.id, TaskStatus.parked)
-    append_progress(ws.paths.progress, outcome_line(task.id, "parked", asking.iter, sha, task.title))
-    ws.events.emit("task_parked", task.id, asking.iter, sha=sha, asked_by=verdict.asked_by,
-                   question=verdict.question)
-    return sha
+def what_ended(outcome: Outcome, entry: LedgerEntry) -> dict[str, str | None]:
+    """What the end's events say besides the sha: a failure's reason, a parked task's question."""
+    verdict = entry.verdict
+    if outcome == "failed":
+        return {"reason": failure_reason(entry)}
+    if outcome == "parked":
+        return {"asked_by": verdict.asked_by, "question": verdict.question}
+    return {}
+
+
+def failure_reason(last: LedgerEntry) -> str:
+    return f"{EXHAUSTED} after {last.iter} attempts; last verdict {last.verdict.category or last.verdict.verdict}"
 
 
 def note_daily_memory(ws: Workspace, task_id: str, title: str, done: bool, sha: str, settings: Settings) -> None:

@@ -1,7 +1,7 @@
 """A task that waits for a person: the question an iteration ends with, the answers that let
 it go on, and how a session whose remaining tasks all wait ends.
 
-A parked task keeps its partial work in a PARKED placeholder (`outcomes.commit_parked`), above the
+A parked task keeps its partial work in a PARKED placeholder (`outcomes.end_task`), above the
 task commits like every placeholder (`run/stacking.py`). Once `tilth answer` has answered its last
 question (`store/answers.py`), the runner puts it back to pending at the next task boundary (parallel
 tasks: at every step of the lane scheduler); when the task runs again its placeholder leaves the

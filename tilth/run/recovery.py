@@ -29,7 +29,7 @@ from datetime import datetime
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
-from tilth.run.outcomes import Workspace, commit_done, commit_parked, repair_head
+from tilth.run.outcomes import Workspace, end_task, repair_head
 from tilth.run import lane_partials
 from tilth.run.parking import still_asking
 from tilth.run.stacking import keep_edits, settle, shelved_commits
@@ -139,11 +139,11 @@ def reconcile(ws: Workspace, unwind_failed: bool) -> None:
             continue
         entries = read_entries(ws.paths.ledger_dir, task.id)
         if entries and entries[-1].verdict.accepted:
-            sha = commit_done(ws, task, entries[-1])
+            sha = end_task(ws, task, "done", entries[-1])
             ws.events.emit("accepted_committed", task.id, entries[-1].iter, sha=sha)
             note_outcome(ws.paths.dir, ws.paths.home, ws.record.id, task.id, task.title, True, sha, recorded_agent(ws))
         elif entries and still_asking(ws.paths.dir, task.id, entries[-1]):
-            sha = commit_parked(ws, task, entries[-1])
+            sha = end_task(ws, task, "parked", entries[-1])
             note(ws.paths.dir, [sha])
             ws.events.emit("question_parked", task.id, entries[-1].iter, sha=sha)
         else:

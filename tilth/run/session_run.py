@@ -6,12 +6,14 @@ caps, the baseline), the tasks then the final review (`drive`), and the end (the
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from tilth.agents.accounting import Caps, Meter
 from tilth.agents.backends.registry import make_backend
 from tilth.agents.bounds import in_force
+from tilth.agents.check_bundle import CheckBundle
 from tilth.agents.confinement import Confinement, host_ports, session_confinement
 from tilth.agents.netbox import method_in_force
 from tilth.agents.hooks import Hooks, hook_dirs
@@ -68,7 +70,7 @@ EXIT_DONE, EXIT_FAILED, EXIT_STOPPED, EXIT_WAITING = 0, 1, 3, 5
 
 
 def run_session(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: bool = False,
-                echo: Callable[[dict], None] | None = None, expect_queued: bool = False) -> int:
+                echo: Callable[[dict[str, Any]], None] | None = None, expect_queued: bool = False) -> int:
     """Run the session to its end with its recorded settings (`settings` gives the keys and
     anything the session did not record). `expect_queued` (a supervisor's child): do nothing
     unless the session is still queued once the lock is held, so a `tilth stop` racing the
@@ -143,9 +145,9 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
     caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
-    baseline = ensure_baseline(paths, record, ws.repo, settings, events, sandbox)
-    return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events),
-               sandbox, hooks, baseline=baseline)
+    checks = CheckBundle.of_run(settings, record, sandbox)
+    checks = replace(checks, baseline=ensure_baseline(paths, record, ws.repo, events, checks))
+    return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events), sandbox, checks, hooks)
 
 
 def record_transcript(paths: SessionPaths, record: SessionRecord, backends: str, events: EventLog) -> None:
@@ -174,8 +176,10 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     """The tasks (in turn, or in lanes with `parallel_tasks` > 1), then the final review, again
     while it adds follow-up tasks; the state the session ends in and why."""
-    tasks = (lambda: run_lanes(run, lock, attempt, after_task, learn)) if run.settings.parallel_tasks > 1 else \
-        (lambda: in_turn(run, lock))
+    def tasks() -> bool:
+        return run_lanes(run, lock, attempt, after_task, learn) if run.settings.parallel_tasks > 1 else \
+            in_turn(run, lock)
+
     try:
         while tasks() and review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
             pass  # its findings became follow-up tasks
@@ -205,7 +209,7 @@ def finish(run: Run, state: SessionState, exit_code: int, reason: str) -> None:
         settle(run.ws)  # a stop in mid-task: the placeholders back on top, the task's edits kept
     except (OSError, GitError):
         pass  # left on the shelf, where the next run's reconcile finishes it
-    if state == SessionState.paused:
+    if state == SessionState.paused and run.paused_until:
         pause(paths, run.paused_until, reason)
     else:
         set_state(paths, state, pid=None, reason=reason or None)

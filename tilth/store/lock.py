@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 
@@ -54,7 +54,7 @@ class HeldLock:
         self.beat()
         return True
 
-    def acquire(self) -> "HeldLock":
+    def acquire(self) -> Self:
         if not self.try_acquire():
             holder = read_holder(self.path)
             raise self.busy(holder.get("pid", "?") if holder else "?")
@@ -82,7 +82,7 @@ class HeldLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "HeldLock":
+    def __enter__(self) -> Self:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
