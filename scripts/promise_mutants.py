@@ -3,9 +3,16 @@
 The breakages are a fixed list in `scripts/promise_mutants.toml` (unlike `scripts/mutate.py`'s
 generic operators, each one is a promise a person relies on: the sessions hidden from the worker,
 an fsync, a timed-out check refused, the lease checked before a push, ...). Each entry names the
-promise, the file, an exact source edit (`old` occurs exactly once in the file; `new` replaces it)
-and the tests that should catch it (AGENTS.md's module -> tests map, narrowed to the tests that
-exercise the promise).
+promise in words and by its ids (`promises`), the file, an exact source edit (`old` occurs exactly
+once in the file; `new` replaces it) and the tests that should catch it (AGENTS.md's module -> tests
+map, narrowed to the tests that exercise the promise).
+
+The promises themselves are marked where they are made: `<!-- promise: id -->` (or `id, id`) right
+after the sentence or in the table row of README.md, docs/*.md or AGENTS.md, an HTML comment, so the rendered
+page reads as before and a reworded sentence keeps its mark. `coverage_problems` holds the two
+lists together: every marked promise has a breakage, or a reason under `[unbreakable]` (no source
+edit can break it), or an entry under `[owed]` (a breakage not written yet, and why); every
+breakage names promises that are marked.
 
 For each entry the runner copies the tree (the files git knows, as they are in the working tree)
 to a fresh directory, applies the edit there, and gives the copy a virtual environment of its own
@@ -21,6 +28,7 @@ caught, and exits 1 under `--min` percent (90).
 
     .venv/bin/python scripts/promise_mutants.py                 # every entry, one at a time
     .venv/bin/python scripts/promise_mutants.py --only fsync-atomic-file,lease-before-push
+    .venv/bin/python scripts/promise_mutants.py --only verify-command-proves  # a promise's entries
     .venv/bin/python scripts/promise_mutants.py --list          # the entries, nothing run
     .venv/bin/python scripts/promise_mutants.py --baseline      # the named tests on the unmutated copy first
 
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,6 +57,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LIST = ROOT / "scripts" / "promise_mutants.toml"
+MARK = re.compile(r"<!-- promise: (.*?) -->")
+PROMISE_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 REQUIRED_TOOLS = ("bwrap", "redis-server")
 
 
@@ -59,12 +70,60 @@ class Breakage:
     old: str
     new: str
     tests: tuple[str, ...]
+    promises: tuple[str, ...] = ()
+    """The ids of the marked promises it breaks."""
 
 
 def load(path: Path = LIST) -> list[Breakage]:
     data = tomllib.loads(path.read_text())
     return [Breakage(id=m["id"], promise=" ".join(m["promise"].split()), file=m["file"], old=m["old"],
-                     new=m["new"], tests=tuple(m["tests"])) for m in data["mutant"]]
+                     new=m["new"], tests=tuple(m["tests"]), promises=tuple(m.get("promises", ())))
+            for m in data["mutant"]]
+
+
+def load_exempt(path: Path = LIST) -> tuple[dict[str, str], dict[str, str]]:
+    """The promises without a breakage, each with its reason: `[unbreakable]` (no edit of the source
+    can break it) and `[owed]` (one can, and is not written yet)."""
+    data = tomllib.loads(path.read_text())
+    return dict(data.get("unbreakable", {})), dict(data.get("owed", {}))
+
+
+def documented(root: Path = ROOT) -> dict[str, list[str]]:
+    """Every promise id marked in README.md, docs/*.md and AGENTS.md (its invariants), with where (`docs/x.md:12`)."""
+    found: dict[str, list[str]] = {}
+    for doc in [root / "README.md", *sorted((root / "docs").glob("*.md")), root / "AGENTS.md"]:
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            for match in MARK.finditer(line):
+                for promise in match.group(1).split(","):
+                    promise = promise.strip()
+                    found.setdefault(promise, []).append(f"{doc.relative_to(root)}:{number}")
+    return found
+
+
+def coverage_problems(breakages: list[Breakage], unbreakable: dict[str, str], owed: dict[str, str],
+                      marked: dict[str, list[str]]) -> list[str]:
+    """What leaves a documented promise without a breakage, or a breakage without a documented promise."""
+    found = []
+    broken = {p for b in breakages for p in b.promises}
+    for b in breakages:
+        if not b.promises:
+            found.append(f"{b.id}: names no promise (promises = [...], the ids marked in README.md or docs/)")
+        found += [f"{b.id}: names {p!r}, which no README.md or docs/ line marks" for p in b.promises if p not in marked]
+    for promise, places in sorted(marked.items()):
+        if not PROMISE_ID.fullmatch(promise):
+            found.append(f"{promise!r} ({places[0]}): a promise id is lower-case words joined by '-'")
+        if promise not in broken and promise not in unbreakable and promise not in owed:
+            found.append(f"{promise} ({', '.join(places)}): no breakage breaks it; add one to "
+                         "scripts/promise_mutants.toml, or say why under [unbreakable] or [owed]")
+    for kind, table in (("unbreakable", unbreakable), ("owed", owed)):
+        for promise, reason in sorted(table.items()):
+            if promise not in marked:
+                found.append(f"[{kind}] {promise}: no README.md or docs/ line marks it")
+            if promise in broken:
+                found.append(f"[{kind}] {promise}: a breakage breaks it; take it out of [{kind}]")
+            if len(str(reason).split()) < 4:
+                found.append(f"[{kind}] {promise}: say why in a sentence")
+    return found
 
 
 def problems(breakages: list[Breakage], root: Path = ROOT) -> list[str]:
@@ -210,7 +269,7 @@ def table(breakages: list[Breakage], outcomes: dict[str, Outcome]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", action="store_true", help="print the entries and run nothing")
-    ap.add_argument("--only", default="", help="comma-separated ids")
+    ap.add_argument("--only", default="", help="comma-separated ids of entries or of promises (their entries)")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="mutants run at once (default 1: the machine is shared)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per mutant's whole test run")
     ap.add_argument("--per-test", type=int, default=300, help="pytest-timeout per test")
@@ -221,18 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     breakages = load()
     if args.only:
         wanted = set(args.only.split(","))
-        unknown = wanted - {b.id for b in breakages}
+        unknown = wanted - {b.id for b in breakages} - {p for b in breakages for p in b.promises}
         if unknown:
-            print(f"promise_mutants: no entry named {', '.join(sorted(unknown))}", file=sys.stderr)
+            print(f"promise_mutants: no entry or promise named {', '.join(sorted(unknown))}", file=sys.stderr)
             return 2
-        breakages = [b for b in breakages if b.id in wanted]
+        breakages = [b for b in breakages if b.id in wanted or wanted & set(b.promises)]
     wrong = problems(breakages)
     if wrong:
         print("promise_mutants: the list does not fit this tree:\n  " + "\n  ".join(wrong), file=sys.stderr)
         return 2
     if args.list:
         for b in breakages:
-            print(f"{b.id}  {b.file}\n    {b.promise}\n    tests: {' '.join(b.tests)}")
+            print(f"{b.id}  {b.file}  [{', '.join(b.promises)}]\n    {b.promise}\n    tests: {' '.join(b.tests)}")
         return 0
     missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
     if missing:

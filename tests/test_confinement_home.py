@@ -527,3 +527,29 @@ def test_a_token_in_a_file_name_or_encoded_never_reaches_the_branch(machine):
     assert not [form for form in (token, encoded, hexed) if form in history]
     assert machine.committed("s1", "b64.txt") == "config = '[redacted]'\n"
     assert machine.committed("s1", "hex.txt") == "key_hex = [redacted]\n"
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_a_host_path_is_in_the_box_only_when_sandbox_expose_names_it(machine):
+    """A check (confined like the agent's commands) reads a file under a host directory outside the
+    sandbox's view: hidden, it fails and says which path and which setting; exposed, it reads it."""
+    require_bwrap()
+    data = machine.base / "shared" / "fixture.txt"
+    data.parent.mkdir()
+    data.write_text("exposed-on-purpose\n")
+    machine.own(data.parent)
+    check = f"grep -q exposed-on-purpose {data}"
+    plan, scenario = [task("T-1")], {"tasks": {"T-1": [{"write": {"a.txt": "a\n"}}]}}
+    hidden = machine.start("s1", plan, scenario, env={"TILTH_SANDBOX": "bwrap", "TILTH_CHECKS": check})
+    assert "Traceback" not in hidden.stderr, hidden.stderr
+    [hidden_run] = [e["data"]["results"][0] for e in machine.events("s1") if e["type"] == "checks_run"]
+    assert hidden_run["exit_code"] != 0 and hidden_run["sandbox_hidden"] == [str(data)], hidden_run
+    evaluator_saw = (machine.tilth_home / "sessions" / "s1" / "prompts.jsonl").read_text()
+    assert "sandbox_expose (TILTH_SANDBOX_EXPOSE)" in evaluator_saw
+
+    shown = machine.start("s2", plan, scenario, env={"TILTH_SANDBOX": "bwrap", "TILTH_CHECKS": check,
+                                                     "TILTH_SANDBOX_EXPOSE": str(data.parent)})
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    [shown_run] = [e["data"]["results"][0] for e in machine.events("s2") if e["type"] == "checks_run"]
+    assert shown_run["exit_code"] == 0 and "sandbox_hidden" not in shown_run, shown_run
