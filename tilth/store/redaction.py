@@ -14,7 +14,10 @@ replaced in its escaped form, so a replacement never breaks a line a reader must
 from __future__ import annotations
 
 import re
-from typing import Callable
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: `tilth --help` imports this module, never typing
+if TYPE_CHECKING:
+    from typing import Callable
 
 MARK = b"[redacted]"
 _secrets: set[bytes] = set()
@@ -34,10 +37,11 @@ big (`DIFF_FROM` bytes): the next write of that file scans only the values on th
 from it, so flipping one status of a 10,000-task plan scans one line, not 50,000 values."""
 DOCUMENTS_KEPT = 4
 DIFF_FROM = 64 * 1024
-_TOKEN = re.compile(rb'[ \t\r\n]+|[\[\]{},:]|"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
-                    rb"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
-"""One JSON token: what a changed region of a kept document must consist of, wholly."""
-_COLON = re.compile(rb"[ \t\r\n]*:")
+_TOKEN = (rb'[ \t\r\n]+|[\[\]{},:]|"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+          rb"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+"""One JSON token: what a changed region of a kept document must consist of, wholly (compiled on
+first use, through `re`'s cache: a command that only looks never pays for it)."""
+_COLON = rb"[ \t\r\n]*:"
 
 
 def register_secret(value: str | None) -> None:
@@ -170,17 +174,18 @@ def _only_clean_lines_changed(before: bytes, data: bytes) -> bool:
         before_start -= 1
     if (end - start) * 8 > len(data):
         return False  # a large change is scanned whole
-    if data[before_start - 1:before_start] == b'"' and bool(_COLON.match(data, start)) != bool(_COLON.match(before, start)):
+    colon = re.compile(_COLON)
+    if data[before_start - 1:before_start] == b'"' and bool(colon.match(data, start)) != bool(colon.match(before, start)):
         return False  # the string just before the changed lines is a key in one and a value in the other
     import orjson
 
-    values, at = [], start
+    values, at, tokens = [], start, re.compile(_TOKEN)
     while at < end:
-        token = _TOKEN.match(data, at, end)
+        token = tokens.match(data, at, end)
         if token is None:
             return False
         at = token.end()
-        if token.group().startswith(b'"') and not _COLON.match(data, at):
+        if token.group().startswith(b'"') and not colon.match(data, at):
             try:
                 values.append(orjson.loads(token.group()))
             except orjson.JSONDecodeError:
