@@ -47,12 +47,6 @@ def check_by(by: str) -> str:
     return by
 
 
-def local_paths(home: Path, session_id: str) -> SessionPaths | None:
-    """The session's paths when this machine has it, else None (it may be dispatched)."""
-    paths = session_paths(check_session_id(session_id), home)
-    return paths if paths.session_json.is_file() else None
-
-
 def changeable(home: Path, session_id: str, archived_ok: bool = False) -> tuple[SessionPaths, Any]:
     """A local session a person may change: (paths, record); an archived one is refused unless
     `archived_ok` (stopping one says there is nothing to stop)."""

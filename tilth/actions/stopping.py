@@ -1,21 +1,15 @@
-"""`stop_session`: a person stops a session after its current iteration (resumable), or with `now` kills
-its runner; a queued, crashed-awaiting-auto-resume or paused session is simply stopped. A dispatched
-session's stop is asked of its worker through the broker."""
+"""A person stops a session this machine has (`stop_here`, the local half of `stop_session`; a dispatched
+session's stop is asked of its worker, `remote.Dispatched.stop`) after its current iteration (resumable),
+or with `now` kills its runner; a queued, crashed-awaiting-auto-resume or paused session is simply stopped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tilth.actions.acted import Acted, changeable, check_by, local_paths, record_act
+from tilth.actions.acted import Acted, changeable, record_act
 
 
-def stop_session(home: Path, session_id: str, *, by: str = "cli", now: bool = False) -> Acted:
-    check_by(by)
-    if local_paths(home, session_id) is None:
-        from tilth.actions.remote import remote_state, stop_dispatched
-
-        if found := remote_state(home, session_id):
-            return stop_dispatched(found, session_id, by)
+def stop_here(home: Path, session_id: str, *, by: str, now: bool = False) -> Acted:
     from tilth.daemon.handoff import stop_session as stop_local
 
     paths, _ = changeable(home, session_id, archived_ok=True)

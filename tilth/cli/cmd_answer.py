@@ -1,5 +1,5 @@
 """`tilth answer <session> <task> "text"|--file F`: the answer read from the command line or a file and
-given to `actions/answering.answer_question`, which records it and queues the session again when it
+given to `actions/place.answer_question`, which records it and queues the session again when it
 had ended."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def answer_text(args: argparse.Namespace) -> str:
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
-    from tilth.actions.answering import answer_question
+    from tilth.actions.place import answer_question
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 

@@ -33,7 +33,7 @@ def cmd_learnings(args: argparse.Namespace) -> int:
 
 
 def cmd_note(args: argparse.Namespace) -> int:
-    from tilth.actions.noting import leave_note
+    from tilth.actions.place import leave_note
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 

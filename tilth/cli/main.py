@@ -135,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from tilth.actions.resuming import resume_session
+    from tilth.actions.place import resume_session
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 
@@ -166,19 +166,16 @@ def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tilth.store.home import all_session_ids, session_paths, tilth_home
+    from tilth.store.home import all_session_ids, tilth_home
 
-    if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.status_one(found, args.json)
-    if args.id:
-        from tilth.views.status import render_one
-        from tilth.views.status_data import session_summary
-
-        cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
-        summary = session_summary(session_paths(args.id), with_commits=True)
-        print(json_text(summary) if args.json else render_one(summary))
-        return 0
     home = tilth_home()
+    if args.id:
+        from tilth.actions.place import locate
+
+        place = locate(home, args.id)
+        cmd_daemon.revive_supervisor(home)  # a supervisor that died, with work waiting: start one
+        print(place.status(args.json))
+        return 0
     if not all_session_ids(home):  # a new user: answered without the session models
         if args.json:
             print("[]")

@@ -75,12 +75,7 @@ def action_routes(home: Path) -> dict[str, Callable]:
         async def endpoint(request: Request) -> Response:
             sid = request.path_params["sid"]
             try:
-                try:
-                    data.paths_of(home, sid)
-                except data.NotFound:
-                    from tilth.web.dispatched import found  # a dispatched session: the broker must know it
-
-                    await asyncio.to_thread(found, home, sid)
+                await asyncio.to_thread(data.place_of, home, sid)  # a session here, or one the broker knows
                 form = await read_form(request)
                 from tilth import actions  # the runner's, supervisor's and broker's code: loaded on the first action
 

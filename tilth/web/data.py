@@ -15,10 +15,14 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tilth.core.errors import BadInput, TilthError
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
+
+if TYPE_CHECKING:
+    from tilth.actions.place import Here
+    from tilth.actions.remote import Dispatched
 
 SHA = re.compile(r"^[0-9a-f]{4,40}$")
 TEXT_FILES = ("report.md", "transcript.md")
@@ -34,6 +38,20 @@ class NotFound(Exception):
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def place_of(home: Path, session_id: str) -> Here | Dispatched:
+    """The session a valid id names, this machine's or one the broker knows (`actions/place.locate`);
+    NotFound with the one line why not (a bad id, an unreachable broker, no such session)."""
+    from tilth.actions.place import locate
+
+    try:
+        place = locate(home, session_id)
+    except TilthError as exc:
+        raise NotFound(one_line(exc)) from None
+    if not place.known:
+        raise NotFound(f"no session {session_id!r}")
+    return place
 
 
 def paths_of(home: Path, session_id: str) -> SessionPaths:

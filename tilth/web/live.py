@@ -22,12 +22,15 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import AsyncIterator, Callable
+from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 from tilth.store.home import SessionPaths
 from tilth.views.follow import events_in, last_lines, stamped
 from tilth.views.readable import Readable
 from tilth.web import data, forms, overview, pages
+
+if TYPE_CHECKING:
+    from tilth.actions.remote import Dispatched
 
 STATE_EVERY_S = 1.0
 LOG_EVERY_S = 0.4
@@ -177,23 +180,19 @@ def _read(path: Path, offset: int) -> bytes:
         return b""
 
 
-async def relayed_stream(broker, sid: str, resume_at: str | None, stopping: Stopping) -> AsyncIterator[bytes]:
+async def relayed_stream(place: Dispatched, resume_at: str | None, stopping: Stopping) -> AsyncIterator[bytes]:
     """A dispatched session's `lines`: the readable lines of the events its worker relayed to the broker,
     the last `BACKLOG_LINES`, then the new ones; the SSE id is the broker's stream entry id (checked), so
     a reconnecting browser resumes after it."""
     from tilth.actions.remote_read import Relayed
-    from tilth.dispatch.broker import BrokerDown
 
-    relayed = Relayed(broker, sid, stamp=True)
+    relayed = Relayed(place.broker, place.id, stamp=True)
     backlog = True
     if resume_at and STREAM_ID.match(resume_at):
         relayed.after, backlog = resume_at, False
     quiet_since = time.monotonic()
     while not stopping():
-        try:
-            lines = await asyncio.to_thread(relayed.read)
-        except BrokerDown:
-            lines = []
+        lines = await asyncio.to_thread(relayed.read, quiet=True)
         mark = relayed.after if STREAM_ID.match(relayed.after) else None
         if backlog:
             backlog = False
