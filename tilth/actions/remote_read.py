@@ -2,8 +2,8 @@
 dashboard): the broker of this home (`[dispatch]` read without loading the settings when config.toml
 does not mention it), every session it lists (`listing`, or the one line that says it is unreachable;
 `forgotten`: those only the remote has), and one session's relayed events as readable lines with the
-spend they add up to (`Relayed`). What the broker
-holds is untrusted: ids are checked before they name anything, the rest is only ever shown as text."""
+spend they add up to (`Relayed`). What the broker holds is untrusted: ids are checked before they name
+anything, the rest is only ever shown as text."""
 
 from __future__ import annotations
 
