@@ -240,7 +240,7 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
             return None
         return {"state": SessionState.stopped, "pid": None, "reason": why, "auto_resume_at": None}
 
-    who = {} if by is None else {"by": by}
+    who: dict[str, Any] = {} if by is None else {"by": by}
     return change(paths, role, decide, "session_stopped", now=now, pid=pid, **who)
 
 
