@@ -6,16 +6,19 @@ asked), its status, relayed logs and `tilth wait`; and the lookup (`look_up`).""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tilth.actions.acted import Acted, only_parked
 from tilth.core.errors import BadInput, TilthError
+
+if TYPE_CHECKING:
+    from tilth.dispatch.broker import Broker
 
 WAIT_EXIT = {"done": 0, "failed": 1, "refused": 1, "stopped": 3, "crashed": 3, "waiting": 5}
 """The end states of a dispatched session, with `tilth wait`'s exit code for each."""
 
 
-def ended(broker, session_id: str, state: dict) -> bool:
+def ended(broker: Broker, session_id: str, state: dict[str, Any]) -> bool:
     """The session has an end state and no worker holds it (a handed-back one is queued again)."""
     return state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id)
 
@@ -53,7 +56,7 @@ class Dispatched:
     dispatched = True
     known = True
 
-    def __init__(self, broker: Any, state: dict[str, Any], session_id: str):
+    def __init__(self, broker: Broker, state: dict[str, Any], session_id: str):
         self.broker, self.state, self.id = broker, state, session_id
 
     def _known(self) -> None:

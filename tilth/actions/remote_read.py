@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tilth.core.errors import BadInput
 from tilth.store.home import check_session_id, session_paths
+
+if TYPE_CHECKING:
+    from tilth.core.dispatching import Dispatch
+    from tilth.dispatch.broker import Broker
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class Listing:
     """`the broker <url> is unreachable (<why>)`: nothing else could be read."""
 
 
-def dispatch_settings(home: Path):
+def dispatch_settings(home: Path) -> Dispatch | None:
     """`[dispatch]` from config.toml; a config without the word is answered without loading settings."""
     config = home / "config.toml"
     try:
@@ -39,7 +43,7 @@ def dispatch_settings(home: Path):
     return load_settings(home).dispatch
 
 
-def broker_or_none(home: Path):
+def broker_or_none(home: Path) -> Broker | None:
     """The broker when `[dispatch]` is configured, else None."""
     dispatch = dispatch_settings(home)
     if dispatch is None:
@@ -49,7 +53,7 @@ def broker_or_none(home: Path):
     return Broker(dispatch)
 
 
-def forgotten(broker, only: list[str] | None = None) -> list[str]:
+def forgotten(broker: Broker, only: list[str] | None = None) -> list[str]:
     """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
     these ids are asked about); none when the remote cannot be reached."""
     from tilth.git.carry import remote_sessions
@@ -65,10 +69,10 @@ def forgotten(broker, only: list[str] | None = None) -> list[str]:
     return [i for i in asked if i not in registered]
 
 
-_brokers: dict[str, Any] = {}
+_brokers: dict[str, Broker] = {}
 
 
-def broker_for(home: Path):
+def broker_for(home: Path) -> Broker | None:
     """The broker when `[dispatch]` is configured, else None; one client per broker URL in a process
     that asks often (the dashboard polls every second)."""
     dispatch = dispatch_settings(home)
@@ -81,7 +85,7 @@ def broker_for(home: Path):
     return _brokers[dispatch.broker_url]
 
 
-def unreachable(broker, exc: BaseException) -> str:
+def unreachable(broker: Broker, exc: BaseException) -> str:
     return f"the broker {broker.dispatch.broker_shown} is unreachable ({exc})"
 
 
@@ -119,7 +123,7 @@ class Relayed:
     the model calls' spend. The stream holds what was relayed (trimmed when long, lost when the broker
     restarted without persistence), so its spend is a lower bound: `≥ $...`, `unknown` with none."""
 
-    def __init__(self, broker, session_id: str, everything: bool = False, stamp: bool = False):
+    def __init__(self, broker: Broker, session_id: str, everything: bool = False, stamp: bool = False):
         from tilth.store.calls import Totals
         from tilth.views.readable import Readable
 
@@ -164,7 +168,7 @@ class Relayed:
 _followed: dict[tuple[str, str], Relayed] = {}
 
 
-def relayed_spend(broker, session_id: str, places: int = 2) -> str:
+def relayed_spend(broker: Broker, session_id: str, places: int = 2) -> str:
     """The spend of a session's relayed model calls, each read once per process (the dashboard asks every
     second); `unknown` while the broker does not answer."""
     from tilth.dispatch.broker import BrokerDown

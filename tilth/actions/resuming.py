@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tilth.actions.acted import Acted, changeable, record_act
+from tilth.store.home import SessionPaths
 
 
 def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool = False,
@@ -47,7 +48,7 @@ def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool =
     return Acted(paths.id, what, tuple(events), tuple(more), tuple(warnings))
 
 
-def refuse_finished(paths) -> None:
+def refuse_finished(paths: SessionPaths) -> None:
     """A done session runs again only for tasks added to its plan since (a resume would otherwise run
     its final review and spend again on nothing)."""
     from tilth.core.errors import BadInput

@@ -7,14 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from tilth.actions.acted import Acted, changeable, record_act
+from tilth.store.home import SessionPaths
 
 
 def stop_here(home: Path, session_id: str, *, by: str, now: bool = False) -> Acted:
     from tilth.daemon.handoff import stop_session as stop_local
 
     paths, _ = changeable(home, session_id, archived_ok=True)
-    # A runner is told who stopped it before it is signalled, so its end (and report) can say so.
-    stop = stop_local(paths, now=now, by=by, before_signal=lambda pid: record_act(paths, "stop", by, now=now, pid=pid))
+    def before_signal(pid: int) -> None:
+        """A runner is told who stopped it before it is signalled, so its end (and report) can say so."""
+        record_act(paths, "stop", by, now=now, pid=pid)
+
+    stop = stop_local(paths, now=now, by=by, before_signal=before_signal)
     if stop.outcome == "nothing":
         return Acted(paths.id, stop.line)
     if stop.outcome == "asked":
@@ -25,7 +29,7 @@ def stop_here(home: Path, session_id: str, *, by: str, now: bool = False) -> Act
     return Acted(paths.id, stop.line, ("session_stopped", record_act(paths, "stop", by, now=now)))
 
 
-def _report(paths) -> str:
+def _report(paths: SessionPaths) -> str:
     """report.md for a runner killed before it could write its own (the end it would have written)."""
     from tilth.core.errors import TilthError
     from tilth.views.endreport import REPORT, record_report
