@@ -91,7 +91,7 @@ def dashboard_lines(home: Path, port: int) -> str:
             "prints another)")
 
 
-def daemon_status(home) -> int:
+def daemon_status(home: Path) -> int:
     from tilth.daemon import control
 
     info = control.holder(home)
@@ -154,7 +154,7 @@ WAIT_CODES = ("0 all done, 1 a task failed (or a dispatched session was refused)
 checks that every code is here)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     daemon = sub.add_parser("daemon", help="the supervisor that runs sessions in the background")
     daemon.add_argument("action", nargs="?", choices=["status", "stop", "unit", "install", "uninstall"],
                         help="status: is it running; stop: stop it (sessions finish their iteration); "

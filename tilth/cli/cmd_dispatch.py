@@ -8,8 +8,13 @@ import argparse
 
 from tilth.core.errors import BadInput
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (a cold start)
+if TYPE_CHECKING:
+    from tilth.core.config import Settings
+    from tilth.dispatch.broker import Broker
 
-def broker_or_none():
+
+def broker_or_none() -> Broker | None:
     """The broker when `[dispatch]` is configured, else None."""
     from tilth.actions.remote_read import broker_or_none as configured
     from tilth.store.home import tilth_home
@@ -40,7 +45,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return serve(args.concurrency)
 
 
-def wanted(args: argparse.Namespace, settings) -> bool:
+def wanted(args: argparse.Namespace, settings: Settings) -> bool:
     """`tilth start` dispatches: `--dispatch`, or `[dispatch] always` without `--foreground`."""
     dispatch = settings.dispatch
     if not (args.dispatch or (dispatch is not None and dispatch.always and not args.foreground)):
@@ -63,7 +68,7 @@ def status_lines() -> list[str]:
     return [] if found is None else listing_lines(found.states, found.forgotten, found.down)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker = sub.add_parser("worker", help="run dispatched sessions on this machine ([dispatch] in config.toml): "
                                            "RQ workers taking jobs from the broker")
     worker.add_argument("--concurrency", type=int, default=1, help="sessions this machine runs at once (default 1)")

@@ -40,7 +40,7 @@ def cmd_note(args: argparse.Namespace) -> int:
     return show(leave_note(tilth_home(), args.id, args.text, by="cli", task=args.task))
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     note = session_command(sub, "note", "leave a note for a session's agents: taken at the next task boundary and "
                                         "shown in every later worker and evaluator prompt; never interrupts an "
                                         "iteration", cmd_note, "the session to note")

@@ -250,7 +250,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     prep = sub.add_parser("prep", help="interview: the model reads the repository, asks you questions and writes "
                                        "a plan (prd.json, seed-meta.json, interview.md) for `tilth start`")
     prep.add_argument("goal", help="what you want done, in a sentence or a paragraph")

@@ -81,9 +81,12 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise BadInput("--id is empty; pass a session id, or leave --id out for a generated one")
     seed = Path(args.seed).expanduser() if args.seed else None
     checks = inputs.checks(args.check)
-    if args.prd is None and seed is None:
+    if args.prd is not None:
+        prd = Path(args.prd).expanduser()
+    elif seed is not None:
+        prd = seed / "prd.json"
+    else:
         raise BadInput("no plan: pass --prd a prd.json, or --seed the directory `tilth prep` wrote")
-    prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
     use_parallel(args)
     settings = load_settings(tilth_home())
@@ -204,13 +207,14 @@ def json_text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-class Commands(argparse._SubParsersAction):
+class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse makes it, by class
     """Subcommands whose one-line `help` in `tilth --help` is also the description in their own `-h`."""
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         if kwargs.get("help") not in (None, argparse.SUPPRESS):
             kwargs.setdefault("description", kwargs["help"])
-        return super().add_parser(name, **kwargs)
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     guard_std_streams()  # nothing a model, plan, broker or file wrote reaches the terminal raw
     try:
         args = build_parser().parse_args(argv)
-        code = args.handler(args)
+        code: int = args.handler(args)
         sys.stdout.flush()  # a reader that has gone shows up here, not at interpreter exit
         return code
     except KeyboardInterrupt:

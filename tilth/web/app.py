@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,25 +25,29 @@ from starlette.routing import Route
 
 from tilth.actions.place import Here
 from tilth.actions.remote import Dispatched
+from tilth.store.home import SessionPaths
 from tilth.web import data, dispatched, live, overview, pages
 from tilth.web.access import Guard, csrf_token, html, nonce
 from tilth.web.acting import action_routes, login_routes
 from tilth.web.assets import FAVICON
 from tilth.web.streaming import EventStream, StreamGate
 
+Answer = Response | EventStream
+"""What a route gives: a response, or a live stream (an ASGI app of its own)."""
+
 
 def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
-             stopping: live.Stopping = lambda: False, gate: StreamGate | None = None) -> Callable:
+             stopping: live.Stopping = lambda: False, gate: StreamGate | None = None) -> Guard:
     gate = gate or StreamGate()
 
-    def paths(request: Request):
+    def paths(request: Request) -> SessionPaths:
         return data.paths_of(home, request.path_params["sid"])
 
     def place(request: Request) -> Here | Dispatched:
         return data.place_of(home, request.path_params["sid"])
 
-    def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
+    def guarded(handler: Callable[[Request], Awaitable[Answer]]) -> Callable[[Request], Awaitable[Answer]]:
+        async def endpoint(request: Request) -> Answer:
             try:
                 return await handler(request)
             except data.NotFound as exc:
@@ -56,7 +60,7 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
     async def sessions_json(request: Request) -> Response:
         return JSONResponse(data.overview(home))
 
-    async def sessions_live(request: Request) -> Response:
+    async def sessions_live(request: Request) -> EventStream:
         return EventStream(lambda: live.state_stream(lambda: live.overview_parts(home), stopping), gate)
 
     # A session this machine has is drawn from its files, a dispatched one from what the broker holds.
@@ -72,13 +76,13 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
         found = await asyncio.to_thread(place, request)
         return JSONResponse(data.summary(found.paths) if isinstance(found, Here) else dispatched.summary(found))
 
-    async def session_state(request: Request) -> Response:
+    async def session_state(request: Request) -> EventStream:
         found = await asyncio.to_thread(place, request)
         parts: Callable[[], dict[str, str]] = (live.SessionParts(found.paths, csrf_token(request))
                                                if isinstance(found, Here) else dispatched.Parts(found, csrf_token(request)))
         return EventStream(lambda: live.state_stream(parts, stopping), gate)
 
-    async def session_log(request: Request) -> Response:
+    async def session_log(request: Request) -> EventStream:
         found, resume_at = await asyncio.to_thread(place, request), request.headers.get("last-event-id")
         if isinstance(found, Here):
             return EventStream(lambda: live.log_stream(found.paths, resume_at, stopping), gate)

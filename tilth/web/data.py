@@ -21,6 +21,7 @@ from tilth.core.errors import BadInput, TilthError
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 
 if TYPE_CHECKING:
+    from tilth.store.session_record import SessionRecord
     from tilth.actions.place import Here
     from tilth.actions.remote import Dispatched
 
@@ -122,7 +123,7 @@ def ledger(paths: SessionPaths, task_ids: list[str]) -> dict[str, list[Attempt]]
     return shown
 
 
-def ledger_stamp(paths: SessionPaths) -> tuple:
+def ledger_stamp(paths: SessionPaths) -> tuple[tuple[str, int, int], ...]:
     """Changes whenever a ledger file does."""
     try:
         with os.scandir(paths.ledger_dir) as entries:
@@ -131,7 +132,7 @@ def ledger_stamp(paths: SessionPaths) -> tuple:
         return ()
 
 
-def _record(paths: SessionPaths):
+def _record(paths: SessionPaths) -> SessionRecord:
     from tilth.store.session import load_session
 
     return load_session(paths)

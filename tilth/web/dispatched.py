@@ -18,6 +18,7 @@ from tilth.web.pages import bar, e, href, page
 
 if TYPE_CHECKING:
     from tilth.actions.remote import Dispatched
+    from tilth.actions.remote_read import Listing
 
 ATTENTION = ("waiting", "paused", "failed", "crashed", "refused", "forgotten")
 RESUMABLE = (*forms.RESUMABLE, "refused", "forgotten")
@@ -26,10 +27,10 @@ BADGE = '<span class="badge dispatched" title="runs on a worker through the brok
 
 DOWN_S = 10.0
 """An unreachable broker is asked again only after this long (a connection may take seconds to fail)."""
-_down: dict[Path, tuple[float, Any]] = {}
+_down: dict[Path, tuple[float, Listing]] = {}
 
 
-def listing(home: Path):
+def listing(home: Path) -> Listing | None:
     """The broker's sessions this machine has no directory of; None without `[dispatch]`."""
     from tilth.actions.remote_read import listing as read
 
@@ -42,7 +43,7 @@ def listing(home: Path):
     return found
 
 
-def rows(home: Path, found) -> str:
+def rows(home: Path, found: Listing | None) -> str:
     """The first page's rows of dispatched sessions, or the one line that says the broker is unreachable."""
     if found is None:
         return ""
@@ -52,6 +53,8 @@ def rows(home: Path, found) -> str:
     from tilth.actions.remote_read import broker_for, relayed_spend
 
     broker, out = broker_for(home), []
+    if broker is None:  # [dispatch] removed since the listing was read
+        return ""
     for s in found.states:
         sid, state = s["id"], str(s.get("state") or "?")
         done, total = progress_of(s)
@@ -65,7 +68,7 @@ def rows(home: Path, found) -> str:
     return "".join(out)
 
 
-def needs(found) -> list[str]:
+def needs(found: Listing | None) -> list[str]:
     """The "needs you" items of dispatched sessions: each open question, each session waiting on a person."""
     if found is None or found.down:
         return []
