@@ -228,3 +228,30 @@ def test_a_cli_agent_asks_with_the_documented_json_form():
     verdict = parse_verdict('```json\n{"verdict": "needs_human", "question": "2 s?", "concern": "vague"}\n```')
     assert verdict is not None and verdict.parks and verdict.question == "2 s?"
     assert parse_verdict('{"verdict": "needs_human", "concern": "no question"}') is None
+
+
+def test_an_answer_that_met_a_running_session_is_taken_by_the_supervisor_once(sandbox):
+    """`tilth answer` while a runner holds the session only records the answer; the session ends
+    `waiting`, and the supervisor queues it again and puts the task back to pending itself
+    (`store/unparking.py`, the flip `tilth answer` and the runner make too), saying who answered."""
+    from tilth.daemon.transitions import requeue_answered
+    from tilth.store.home import session_paths
+    from tilth.store.lock import SessionLock
+
+    assert sandbox.start("s1", [task("T-001", "API choice")], {"tasks": {"T-001": [ASKS, FINISHES]}}).returncode == 5
+    paths = session_paths("s1", sandbox.home)
+    runner = SessionLock(paths.lock, "s1", role="runner")
+    assert runner.try_acquire()
+    try:
+        answered = sandbox.tilth("answer", "s1", "T-001", "Move to v2.")
+    finally:
+        runner.release()
+    assert "is running and takes it at its next task boundary" in answered.stdout, answered.stdout + answered.stderr
+    assert sandbox.statuses("s1") == {"T-001": "parked"} and record(sandbox, "s1")["state"] == "waiting"
+    assert requeue_answered(paths)
+    assert sandbox.statuses("s1") == {"T-001": "pending"} and record(sandbox, "s1")["state"] == "queued"
+    queued, flipped = sandbox.events("s1")[-2:]
+    assert (queued["type"], queued["data"]["reason"]) == ("session_queued", "answered")
+    assert (flipped["type"], flipped["task"], flipped["data"]) == ("task_answered", "T-001",
+                                                                   {"question": QUESTION, "by": "cli"})
+    assert not requeue_answered(paths), "queued once"

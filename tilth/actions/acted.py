@@ -47,12 +47,6 @@ def check_by(by: str) -> str:
     return by
 
 
-def local_paths(home: Path, session_id: str) -> SessionPaths | None:
-    """The session's paths when this machine has it, else None (it may be dispatched)."""
-    paths = session_paths(check_session_id(session_id), home)
-    return paths if paths.session_json.is_file() else None
-
-
 def changeable(home: Path, session_id: str, archived_ok: bool = False) -> tuple[SessionPaths, Any]:
     """A local session a person may change: (paths, record); an archived one is refused unless
     `archived_ok` (stopping one says there is nothing to stop)."""
@@ -68,8 +62,9 @@ def changeable(home: Path, session_id: str, archived_ok: bool = False) -> tuple[
 def record_act(paths: SessionPaths, action: str, by: str, task: str | None = None, *, note: str | None = None,
                now: bool | None = None, pid: int | None = None) -> str:
     """The `acted` event (appended in one write, so it is safe beside a runner's own appends)."""
-    EventLog(paths.events).emit("acted", task, action=action, by=by, **({"note": note} if note is not None else {}),
-                                **({"now": now} if now is not None else {}), **({"pid": pid} if pid is not None else {}))
+    told: dict[str, Any] = {"note": note, "now": now, "pid": pid}
+    EventLog(paths.events).emit("acted", task, action=action, by=by,
+                                **{name: value for name, value in told.items() if value is not None})
     return "acted"
 
 

@@ -1,14 +1,15 @@
-"""`answer_question`: a person answers the question a parked task waits on. The answer is appended to
-`answers/<task>.jsonl`; with no runner holding the session the task goes back to pending at once and an
-ended session is queued for the supervisor again; a running session takes the answer at its next task
-boundary (and the supervisor queues a session that ended `waiting` meanwhile). A dispatched session's
-answer is left in the broker for its worker."""
+"""A person answers the question a parked task of a session this machine has waits on (`answer_here`,
+the local half of `answer_question`; a dispatched session's is `remote.Dispatched.answer`). The answer is
+appended to `answers/<task>.jsonl`; with no runner holding the session the task goes back to pending at
+once (`store/unparking.py`) and an ended session is queued for the supervisor again; a running session
+takes the answer at its next task boundary (and the supervisor queues a session that ended `waiting`
+meanwhile)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tilth.actions.acted import Acted, changeable, check_by, local_paths, only_parked, record_act
+from tilth.actions.acted import Acted, changeable, only_parked, record_act
 from tilth.core.errors import BadInput
 
 ENDED = {"waiting", "failed", "stopped", "done", "crashed"}
@@ -26,20 +27,15 @@ def checked_answer(text: str) -> str:
     return text
 
 
-def answer_question(home: Path, session_id: str, text: str, *, by: str = "cli", task: str | None = None) -> Acted:
-    """Answer the question task `task` is parked on (None: the session's one parked task)."""
-    check_by(by)
-    if local_paths(home, session_id) is None:
-        from tilth.actions.remote import answer_dispatched, remote_state
-
-        if found := remote_state(home, session_id):
-            return answer_dispatched(found, session_id, task, checked_answer(text), by)
+def answer_here(home: Path, session_id: str, text: str, *, by: str, task: str | None = None) -> Acted:
+    """Answer the question task `task` of a session this machine has is parked on (None: its one parked task)."""
     from tilth.store.answers import last_question, record_answer
     from tilth.store.events import EventLog
     from tilth.store.lock import SessionLock
-    from tilth.store.prd import TaskStatus, set_statuses
+    from tilth.store.prd import TaskStatus
     from tilth.store.prd_peek import peek_plan
     from tilth.store.session import effective_state, load_session
+    from tilth.store.unparking import unpark_answered
 
     paths, record = changeable(home, session_id)
     text = checked_answer(text)
@@ -64,9 +60,7 @@ def answer_question(home: Path, session_id: str, text: str, *, by: str = "cli", 
         return Acted(paths.id, f"answer recorded for {chosen.id}: session {paths.id} is running and takes it at "
                                "its next task boundary", tuple(events))
     try:
-        if any(t.id == chosen.id and t.status == TaskStatus.parked for t in peek_plan(paths.prd)):
-            set_statuses(paths.prd, {chosen.id: TaskStatus.pending})
-            EventLog(paths.events).emit("task_answered", chosen.id, asked.iter, question=asked.question, by=by)
+        if unpark_answered(paths, EventLog(paths.events), only=chosen.id):
             events.append("task_answered")
         state = effective_state(paths, load_session(paths))
     finally:

@@ -1,12 +1,12 @@
-"""`leave_note`: a person leaves a note for a session's agents, taken at the next task boundary and shown
-in every later worker and evaluator prompt (or only task `task`'s); never interrupts an iteration. A
-dispatched session's note is left in the broker for its worker."""
+"""A person leaves a note for the agents of a session this machine has (`note_here`, the local half of
+`leave_note`; a dispatched session's is `remote.Dispatched.note`), taken at the next task boundary and
+shown in every later worker and evaluator prompt (or only task `task`'s); never interrupts an iteration."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tilth.actions.acted import Acted, changeable, check_by, local_paths, record_act
+from tilth.actions.acted import Acted, changeable, record_act
 from tilth.core.errors import BadInput
 
 
@@ -21,15 +21,9 @@ def checked_note(text: str) -> str:
     return text
 
 
-def leave_note(home: Path, session_id: str, text: str, *, by: str = "cli", task: str | None = None) -> Acted:
+def note_here(home: Path, session_id: str, text: str, *, by: str, task: str | None = None) -> Acted:
     """Leave `text` for every later task of the session (or only for `task`)."""
-    check_by(by)
     text = checked_note(text)
-    if local_paths(home, session_id) is None:
-        from tilth.actions.remote import note_dispatched, remote_state
-
-        if found := remote_state(home, session_id):
-            return note_dispatched(found, session_id, text, task, by)
     from tilth.store.inbox import add_note
     from tilth.store.prd_peek import peek_plan
 

@@ -1,61 +1,34 @@
-"""Actions on a dispatched session (one this machine does not have but the broker knows): the lookup
-(`remote_state`), and answer, note, stop and resume through the broker; the worker that runs the session
-writes answers and notes into its files, and stops at a safe point when asked."""
+"""A dispatched session (one this machine does not have but the broker knows) as a place to act on
+(`Dispatched`, which `place.locate` returns for it): answer, note, stop and resume through the broker
+(the worker that runs the session writes answers and notes into its files, and stops at a safe point when
+asked), its status, relayed logs and `tilth wait`; and the lookup (`look_up`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tilth.actions.acted import Acted, only_parked
-from tilth.core.errors import BadInput
+from tilth.core.errors import BadInput, TilthError
+
+if TYPE_CHECKING:
+    from tilth.dispatch.broker import Broker
 
 WAIT_EXIT = {"done": 0, "failed": 1, "refused": 1, "stopped": 3, "crashed": 3, "waiting": 5}
 """The end states of a dispatched session, with `tilth wait`'s exit code for each."""
 
-Found = tuple[Any, dict]
-"""(broker, the session's state hash)."""
 
-
-def dispatch_settings(home: Path):
-    """`[dispatch]` from config.toml; a config without the word is answered without loading settings."""
-    config = home / "config.toml"
-    try:
-        if b"dispatch" not in config.read_bytes():
-            return None
-    except IsADirectoryError:
-        pass  # load_settings refuses it in one line: a config that is not a file is never ignored
-    except OSError:
-        return None
-    from tilth.core.settings_load import load_settings
-
-    return load_settings(home).dispatch
-
-
-def broker_or_none(home: Path):
-    """The broker when `[dispatch]` is configured, else None."""
-    dispatch = dispatch_settings(home)
-    if dispatch is None:
-        return None
-    from tilth.dispatch.broker import Broker
-
-    return Broker(dispatch)
-
-
-def ended(broker, session_id: str, state: dict) -> bool:
+def ended(broker: Broker, session_id: str, state: dict[str, Any]) -> bool:
     """The session has an end state and no worker holds it (a handed-back one is queued again)."""
     return state.get("state") in WAIT_EXIT and not broker.lease_holder(session_id)
 
 
-def remote_state(home: Path, session_id: str | None) -> Found | None:
-    """(broker, state) for a session this machine does not have but the broker knows."""
-    if not session_id:
-        return None
-    from tilth.store.home import session_paths
+def look_up(home: Path, session_id: str) -> Dispatched | None:
+    """The session when this machine does not have it but the broker knows it (or the remote has it and
+    the broker forgot it); None without `[dispatch]` or when neither knows it."""
+    from tilth.actions.remote_read import broker_for, forgotten
 
-    if (session_paths(session_id, home).dir / "session.json").is_file():
-        return None
-    broker = broker_or_none(home)
+    broker = broker_for(home)
     if broker is None:
         return None
     from tilth.dispatch.broker import BrokerDown
@@ -69,86 +42,153 @@ def remote_state(home: Path, session_id: str | None) -> Found | None:
         state = {"id": session_id, "state": "forgotten", "remote": broker.dispatch.remote,
                  "reason": f"on the remote but not in the broker (restarted without persistence?); "
                            f"`tilth resume {session_id}` queues it again"}
-    return (broker, state) if state is not None else None
+    return Dispatched(broker, state, session_id) if state is not None else None
 
 
-def forgotten(broker, only: list[str] | None = None) -> list[str]:
-    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
-    these ids are asked about); none when the remote cannot be reached."""
-    from tilth.git.carry import remote_sessions
-    from tilth.git.gitcli import GitFailed
-    from tilth.store.home import SESSION_ID_PATTERN
-
-    try:
-        on_remote = remote_sessions(Path.cwd(), broker.dispatch.remote)
-    except GitFailed:
-        return []
-    asked = [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (only is None or i in only)]
-    registered = set(broker.session_ids()) if only is None else {i for i in asked if broker.state(i) is not None}
-    return [i for i in asked if i not in registered]
+class Unreachable(TilthError):
+    """The broker did not answer: `the broker <url> is unreachable (<why>)`."""
 
 
-def known(state: dict, session_id: str) -> None:
-    """An action that needs the broker's record of the session."""
-    if state.get("state") == "forgotten":
-        raise BadInput(f"session {session_id} is {state['reason']}")
+class Dispatched:
+    """A session a worker runs, seen through the broker's state hash of it (`state`, read at the lookup;
+    `fresh_state` reads it again)."""
 
+    dispatched = True
+    known = True
 
-def stop_dispatched(found: Found, session_id: str, by: str) -> Acted:
-    broker, state = found
-    known(state, session_id)
-    broker.request_stop(session_id, by)
-    holder = broker.lease_holder(session_id)
-    if holder:
-        what = (f"session {session_id}: asked its worker ({holder}) to stop after the current iteration; "
-                f"`tilth wait {session_id}` waits for it")
-    else:
-        what = (f"session {session_id} was {state.get('state')}; it is stopped when a worker takes it "
-                f"(`tilth resume {session_id}` queues it again)")
-    return Acted(session_id, what, dispatched=True)
+    def __init__(self, broker: Broker, state: dict[str, Any], session_id: str):
+        self.broker, self.state, self.id = broker, state, session_id
 
+    def _known(self) -> None:
+        """An action that needs the broker's record of the session."""
+        if self.state.get("state") == "forgotten":
+            raise BadInput(f"session {self.id} is {self.state['reason']}")
 
-def answer_dispatched(found: Found, session_id: str, task_id: str | None, text: str, by: str) -> Acted:
-    """Left in the broker; the worker that runs the session next writes it into its files."""
-    from tilth.dispatch.broker import enqueue
+    def _task_ids(self) -> dict[str, dict[str, Any]]:
+        return {t["id"]: t for t in self.state.get("tasks", [])}
 
-    broker, state = found
-    known(state, session_id)
-    tasks = {t["id"]: t for t in state.get("tasks", [])}
-    if task_id is None:
-        task_id = only_parked(session_id, [i for i, t in tasks.items() if t["status"] == "parked"])
-    if task_id not in tasks:
-        raise BadInput(f"session {session_id} has no task {task_id!r}; `tilth status {session_id}` lists its tasks")
-    if tasks[task_id]["status"] != "parked":
-        raise BadInput(f"task {task_id} of session {session_id} is not waiting for an answer (it is "
-                       f"{tasks[task_id]['status']})")
-    broker.leave(session_id, "answer", task_id, text, by)
-    if ended(broker, session_id, state):
-        enqueue(broker, session_id, state.get("remote") or broker.dispatch.remote)
-        return Acted(session_id, f"answer recorded for {task_id}; session {session_id} queued again for a worker",
-                     dispatched=True)
-    return Acted(session_id, f"answer recorded for {task_id}: session {session_id} is {state.get('state')}; its "
-                             "worker takes it at the next task boundary", dispatched=True)
+    def answer(self, text: str, *, by: str, task: str | None = None) -> Acted:
+        """Left in the broker; the worker that runs the session next writes it into its files."""
+        from tilth.actions.answering import checked_answer
+        from tilth.dispatch.broker import enqueue
 
+        text = checked_answer(text)
+        self._known()
+        tasks = self._task_ids()
+        if task is None:
+            task = only_parked(self.id, [i for i, t in tasks.items() if t["status"] == "parked"])
+        if task not in tasks:
+            raise BadInput(f"session {self.id} has no task {task!r}; `tilth status {self.id}` lists its tasks")
+        if tasks[task]["status"] != "parked":
+            raise BadInput(f"task {task} of session {self.id} is not waiting for an answer (it is "
+                           f"{tasks[task]['status']})")
+        self.broker.leave(self.id, "answer", task, text, by)
+        if self.ended():
+            enqueue(self.broker, self.id, self.state.get("remote") or self.broker.dispatch.remote)
+            return Acted(self.id, f"answer recorded for {task}; session {self.id} queued again for a worker",
+                         dispatched=True)
+        return Acted(self.id, f"answer recorded for {task}: session {self.id} is {self.state.get('state')}; its "
+                              "worker takes it at the next task boundary", dispatched=True)
 
-def note_dispatched(found: Found, session_id: str, text: str, task_id: str | None, by: str) -> Acted:
-    broker, state = found
-    known(state, session_id)
-    if task_id and task_id not in {t["id"] for t in state.get("tasks", [])}:
-        raise BadInput(f"session {session_id} has no task {task_id!r}; see `tilth status {session_id}`")
-    broker.leave(session_id, "note", task_id, text, by)
-    scope = f"task {task_id}" if task_id else "every later task"
-    return Acted(session_id, f"note for session {session_id} ({scope}): its worker takes it at the next task "
-                             "boundary", dispatched=True)
+    def note(self, text: str, *, by: str, task: str | None = None) -> Acted:
+        from tilth.actions.noting import checked_note
 
+        text = checked_note(text)
+        self._known()
+        if task and task not in self._task_ids():
+            raise BadInput(f"session {self.id} has no task {task!r}; see `tilth status {self.id}`")
+        self.broker.leave(self.id, "note", task, text, by)
+        scope = f"task {task}" if task else "every later task"
+        return Acted(self.id, f"note for session {self.id} ({scope}): its worker takes it at the next task "
+                              "boundary", dispatched=True)
 
-def resume_dispatched(found: Found, session_id: str, by: str) -> Acted:
-    """Queued again for a worker; `by` is not kept (a job carries only what it runs)."""
-    from tilth.dispatch.submit import resume_dispatched as requeue
+    def stop(self, *, by: str, now: bool = False) -> Acted:
+        """Asked of its worker (`now` is not: a worker stops at a safe point)."""
+        self._known()
+        self.broker.request_stop(self.id, by)
+        holder = self.broker.lease_holder(self.id)
+        if holder:
+            what = (f"session {self.id}: asked its worker ({holder}) to stop after the current iteration; "
+                    f"`tilth wait {self.id}` waits for it")
+        else:
+            what = (f"session {self.id} was {self.state.get('state')}; it is stopped when a worker takes it "
+                    f"(`tilth resume {self.id}` queues it again)")
+        return Acted(self.id, what, dispatched=True)
 
-    broker, state = found
-    job = requeue(broker, session_id, state)
-    if job is None:
-        return Acted(session_id, f"session {session_id} is already queued (job {state.get('job')}); nothing to do",
-                     dispatched=True)
-    return Acted(session_id, f"session {session_id} queued again for a worker (job {job})", dispatched=True)
+    def resume(self, *, by: str, reload_settings: bool = False, foreground: bool = False) -> Acted:
+        """Queued again for a worker; `by` is not kept (a job carries only what it runs), nor are this
+        machine's settings (a worker takes its own), and it never runs in this process."""
+        from tilth.dispatch.submit import resume_dispatched as requeue
+
+        job = requeue(self.broker, self.id, self.state)
+        if job is None:
+            return Acted(self.id, f"session {self.id} is already queued (job {self.state.get('job')}); nothing to do",
+                         dispatched=True)
+        return Acted(self.id, f"session {self.id} queued again for a worker (job {job})", dispatched=True)
+
+    def status(self, as_json: bool) -> str:
+        if as_json:
+            import orjson
+
+            return orjson.dumps(self.state).decode()
+        from tilth.views.remote_status import one_lines
+
+        return "\n".join(one_lines(self.state, self.state.get("id") or "?"))
+
+    def fresh_state(self) -> dict[str, Any]:
+        """The broker's state hash read again (the one of the lookup when it has none now)."""
+        from tilth.dispatch.broker import BrokerDown
+
+        try:
+            return self.broker.state(self.id) or self.state
+        except BrokerDown as exc:
+            raise Unreachable(f"the broker {self.broker.dispatch.broker_shown} is unreachable ({exc})") from None
+
+    def ended(self) -> bool:
+        """The session has an end state and no worker holds it (a handed-back one is queued again)."""
+        return ended(self.broker, self.id, self.state)
+
+    def logs(self, say: Callable[[str], None], *, follow: bool = False, everything: bool = False,
+             last: int | None = None) -> int:
+        """The events its worker relayed, as readable lines; with `follow`, until it has ended."""
+        from tilth.actions.remote_read import Relayed
+
+        self._known()
+        relayed = Relayed(self.broker, self.id, everything=everything)
+        lines = relayed.read()
+        for line in lines[max(0, len(lines) - last):] if last is not None else lines:
+            say(line)
+        while follow:
+            state = self.broker.state(self.id) or {}
+            for line in relayed.read(block_ms=1000):
+                say(line)
+            if ended(self.broker, self.id, state):
+                break
+        return 0
+
+    def wait(self, timeout: float | None, say: Callable[[str], None], tell: Callable[[str], None]) -> int:
+        """Until it has ended: `WAIT_EXIT` of its end state, 4 on timeout (or when the broker forgot it).
+        `say`: the end; `tell`: what is not the answer (stderr)."""
+        import time
+
+        from tilth.views.follow import PROGRESS_S
+
+        if self.state.get("state") == "forgotten":
+            tell(f"session {self.id}: {self.state['reason']}")
+            return 4
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        next_progress = started + PROGRESS_S
+        while True:
+            state = self.broker.state(self.id) or {}
+            if ended(self.broker, self.id, state):
+                say(f"session {self.id}: {state['state']}" + (f" ({state['reason']})" if state.get("reason") else ""))
+                return WAIT_EXIT[state["state"]]
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                tell(f"session {self.id}: still {state.get('state')} after {timeout:g}s")
+                return 4
+            if now >= next_progress:
+                next_progress = now + PROGRESS_S
+                tell(f"tilth: still waiting after {now - started:.0f}s: {self.id} {state.get('state')}")
+            self.broker.events(self.id, "$", block_ms=1000)

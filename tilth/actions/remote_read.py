@@ -1,17 +1,22 @@
 """What the broker holds of dispatched sessions, read for a person (`tilth status`, `tilth logs` and the
-dashboard): every session it lists (`listing`, or the one line that says it is unreachable), and one
-session's relayed events as readable lines with the spend they add up to (`Relayed`). What the broker
-holds is untrusted: ids are checked before they name anything, the rest is only ever shown as text."""
+dashboard): the broker of this home (`[dispatch]` read without loading the settings when config.toml
+does not mention it), every session it lists (`listing`, or the one line that says it is unreachable;
+`forgotten`: those only the remote has), and one session's relayed events as readable lines with the
+spend they add up to (`Relayed`). What the broker holds is untrusted: ids are checked before they name
+anything, the rest is only ever shown as text."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tilth.actions.remote import dispatch_settings, forgotten
 from tilth.core.errors import BadInput
 from tilth.store.home import check_session_id, session_paths
+
+if TYPE_CHECKING:
+    from tilth.core.dispatching import Dispatch
+    from tilth.dispatch.broker import Broker
 
 
 @dataclass(frozen=True)
@@ -23,10 +28,51 @@ class Listing:
     """`the broker <url> is unreachable (<why>)`: nothing else could be read."""
 
 
-_brokers: dict[str, Any] = {}
+def dispatch_settings(home: Path) -> Dispatch | None:
+    """`[dispatch]` from config.toml; a config without the word is answered without loading settings."""
+    config = home / "config.toml"
+    try:
+        if b"dispatch" not in config.read_bytes():
+            return None
+    except IsADirectoryError:
+        pass  # load_settings refuses it in one line: a config that is not a file is never ignored
+    except OSError:
+        return None
+    from tilth.core.settings_load import load_settings
+
+    return load_settings(home).dispatch
 
 
-def broker_for(home: Path):
+def broker_or_none(home: Path) -> Broker | None:
+    """The broker when `[dispatch]` is configured, else None."""
+    dispatch = dispatch_settings(home)
+    if dispatch is None:
+        return None
+    from tilth.dispatch.broker import Broker
+
+    return Broker(dispatch)
+
+
+def forgotten(broker: Broker, only: list[str] | None = None) -> list[str]:
+    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
+    these ids are asked about); none when the remote cannot be reached."""
+    from tilth.git.carry import remote_sessions
+    from tilth.git.gitcli import GitFailed
+    from tilth.store.home import SESSION_ID_PATTERN
+
+    try:
+        on_remote = remote_sessions(Path.cwd(), broker.dispatch.remote)
+    except GitFailed:
+        return []
+    asked = [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (only is None or i in only)]
+    registered = set(broker.session_ids()) if only is None else {i for i in asked if broker.state(i) is not None}
+    return [i for i in asked if i not in registered]
+
+
+_brokers: dict[str, Broker] = {}
+
+
+def broker_for(home: Path) -> Broker | None:
     """The broker when `[dispatch]` is configured, else None; one client per broker URL in a process
     that asks often (the dashboard polls every second)."""
     dispatch = dispatch_settings(home)
@@ -39,7 +85,7 @@ def broker_for(home: Path):
     return _brokers[dispatch.broker_url]
 
 
-def unreachable(broker, exc: BaseException) -> str:
+def unreachable(broker: Broker, exc: BaseException) -> str:
     return f"the broker {broker.dispatch.broker_shown} is unreachable ({exc})"
 
 
@@ -77,7 +123,7 @@ class Relayed:
     the model calls' spend. The stream holds what was relayed (trimmed when long, lost when the broker
     restarted without persistence), so its spend is a lower bound: `≥ $...`, `unknown` with none."""
 
-    def __init__(self, broker, session_id: str, everything: bool = False, stamp: bool = False):
+    def __init__(self, broker: Broker, session_id: str, everything: bool = False, stamp: bool = False):
         from tilth.store.calls import Totals
         from tilth.views.readable import Readable
 
@@ -86,13 +132,21 @@ class Relayed:
         self.readable = Readable(everything=everything)
         self.totals = Totals()
 
-    def read(self, block_ms: int | None = None) -> list[str]:
+    def read(self, block_ms: int | None = None, *, quiet: bool = False) -> list[str]:
+        """The lines relayed since the last read; `quiet`: none while the broker does not answer."""
+        from tilth.dispatch.broker import BrokerDown
         from tilth.store.calls import Counted
         from tilth.store.events import is_event
         from tilth.views.follow import stamped
 
         lines: list[str] = []
-        for entry_id, event in self.broker.events(self.session_id, self.after, block_ms=block_ms):
+        try:
+            relayed = self.broker.events(self.session_id, self.after, block_ms=block_ms)
+        except BrokerDown:
+            if quiet:
+                return []
+            raise
+        for entry_id, event in relayed:
             self.after = entry_id
             if not isinstance(event, dict) or not is_event(event):
                 continue
@@ -114,12 +168,17 @@ class Relayed:
 _followed: dict[tuple[str, str], Relayed] = {}
 
 
-def relayed_spend(broker, session_id: str, places: int = 2) -> str:
+def relayed_spend(broker: Broker, session_id: str, places: int = 2) -> str:
     """The spend of a session's relayed model calls, each read once per process (the dashboard asks every
-    second)."""
+    second); `unknown` while the broker does not answer."""
+    from tilth.dispatch.broker import BrokerDown
+
     key = (broker.dispatch.broker_url, session_id)
     if key not in _followed:
         _followed[key] = Relayed(broker, session_id)
     follower = _followed[key]
-    follower.read()
+    try:
+        follower.read()
+    except BrokerDown:
+        return "unknown"
     return follower.spend(places)

@@ -1,26 +1,22 @@
-"""`resume_session`: a person continues a stopped, crashed, failed or waiting session: the settings the
-person's shell sets (`by="cli"`; a dashboard's process environment is not the person's, so from there
-none) or, with `reload_settings`, every current one replace the recorded ones, and the
-session is handed to the supervisor (`tilth run --resume` reconciles with the branch and retries the failed
-tasks from their placeholders). A dispatched session is queued again for a worker."""
+"""A person continues a stopped, crashed, failed or waiting session this machine has (`resume_here`, the
+local half of `resume_session`; a dispatched session is queued again for a worker,
+`remote.Dispatched.resume`): the settings the person's shell sets (`by="cli"`; a dashboard's process
+environment is not the person's, so from there none) or, with `reload_settings`, every current one replace
+the recorded ones, and the session is handed to the supervisor (`tilth run --resume` reconciles with the
+branch and retries the failed tasks from their placeholders)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tilth.actions.acted import Acted, changeable, check_by, local_paths, record_act
+from tilth.actions.acted import Acted, changeable, record_act
+from tilth.store.home import SessionPaths
 
 
-def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_settings: bool = False,
-                   foreground: bool = False) -> Acted:
+def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool = False,
+                foreground: bool = False) -> Acted:
     """With `foreground` (the CLI's `--foreground`) the settings are recorded but the session is not
     handed over: the caller runs it in its own process."""
-    check_by(by)
-    if local_paths(home, session_id) is None:
-        from tilth.actions.remote import remote_state, resume_dispatched
-
-        if found := remote_state(home, session_id):
-            return resume_dispatched(found, session_id, by)
     from tilth.core.settings_load import load_settings_with_sources
     from tilth.core.travel import keys_in_use, travelling_fields
     from tilth.daemon.transitions import record_settings
@@ -52,7 +48,7 @@ def resume_session(home: Path, session_id: str, *, by: str = "cli", reload_setti
     return Acted(paths.id, what, tuple(events), tuple(more), tuple(warnings))
 
 
-def refuse_finished(paths) -> None:
+def refuse_finished(paths: SessionPaths) -> None:
     """A done session runs again only for tasks added to its plan since (a resume would otherwise run
     its final review and spend again on nothing)."""
     from tilth.core.errors import BadInput

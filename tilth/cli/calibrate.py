@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tilth.agents.accounting import Meter
 from tilth.agents.backends.chat import ProviderError
 from tilth.agents.confinement import UNCONFINED
 from tilth.agents.backends.registry import make_backend
-from tilth.agents.protocol import AgentFailed, EvaluationJob, UsageLimited
+from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, UsageLimited
 from tilth.cli.calibration_fixtures import FIXTURES
 from tilth.core.config import Settings
 from tilth.git.gitops import describe_diff, scratch_repo, stage_all, staged_diff, write_files
@@ -85,7 +86,7 @@ def calibrate(choice: BackendChoice, settings: Settings, only: list[str] | None 
     return Calibration(backend.label, judged, meter.cost_usd, time.monotonic() - began, meter.model_calls)
 
 
-def _judge(backend, fixture: dict, variant: str, iteration: int, scratch: Path, events: EventLog) -> str:
+def _judge(backend: Backend, fixture: dict[str, Any], variant: str, iteration: int, scratch: Path, events: EventLog) -> str:
     worktree = scratch / f"{fixture['id']}-{variant}"
     repo = scratch_repo(worktree, fixture["files"])
     write_files(worktree, fixture[variant])
@@ -125,7 +126,7 @@ def render(c: Calibration) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_json(c: Calibration) -> dict:
+def as_json(c: Calibration) -> dict[str, Any]:
     fa, fr = c.false_accepts, c.false_rejects
     return {"backend": c.backend, "false_accepts": fa[0], "wrong_judged": fa[1], "false_rejects": fr[0],
             "correct_judged": fr[1], "verdicts": c.verdicts, "errors": c.errors, "cost_usd": c.cost_usd,

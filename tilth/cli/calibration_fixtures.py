@@ -6,9 +6,11 @@ Each fixture: `id`, `title`, `description`, `criteria`, `files` (the base commit
 
 from __future__ import annotations
 
+from typing import Any
+
 OFF_BY_ONE, MISSED, WEAKENED = "off_by_one", "missed_criterion", "weakened_test"
 
-FIXTURES: list[dict] = [
+FIXTURES: list[dict[str, Any]] = [
     {"id": "CAL-01", "title": "Inclusive integer range", "flaw": OFF_BY_ONE,
      "description": "Add `span(a, b)` to ranges.py: the integers from a to b, both included.",
      "criteria": ["`span(2, 5)` returns [2, 3, 4, 5]", "`span(3, 3)` returns [3]"],

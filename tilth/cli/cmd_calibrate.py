@@ -22,7 +22,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     said = "measure the evaluator: false accepts and rejects over shipped fixtures"
     cal = sub.add_parser("calibrate", help=said,
                          description=f"{said}. The configured evaluator judges the fixtures shipped with tilth "

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (a cold start)
+if TYPE_CHECKING:
+    from tilth.core.config import Settings
+
 
 def cmd_config(args: argparse.Namespace) -> int:
     from tilth.core.settings_load import load_settings_with_sources
@@ -33,7 +37,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def recorded_lines(session_id: str, settings) -> list[str]:
+def recorded_lines(session_id: str, settings: Settings) -> list[str]:
     """A session's recorded settings, each `[scope]`, marked where the current configuration differs."""
     from tilth.cli.pick import pick_session
     from tilth.core.travel import SCOPES, scope_of
@@ -64,7 +68,7 @@ def recorded_lines(session_id: str, settings) -> list[str]:
     return lines
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     config = sub.add_parser("config", help="the resolved configuration: each value, where it came from, its scope")
     config.add_argument("id", nargs="?", help="show the settings this session recorded and which differ from now")
     config.set_defaults(handler=cmd_config)

@@ -91,7 +91,7 @@ def dashboard_lines(home: Path, port: int) -> str:
             "prints another)")
 
 
-def daemon_status(home) -> int:
+def daemon_status(home: Path) -> int:
     from tilth.daemon import control
 
     info = control.holder(home)
@@ -107,44 +107,37 @@ def daemon_status(home) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from tilth.actions.stopping import stop_session
+    from tilth.actions.place import stop_session
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 
     return show(stop_session(tilth_home(), args.id or pick_paths(None).id, by="cli", now=args.now))
 
 
-def cmd_wait(args: argparse.Namespace) -> int:
-    from tilth.daemon import control
-    from tilth.store.home import session_paths, tilth_home
-    from tilth.store.session import SessionState, load_session
-    from tilth.views.follow import wait_for
+def say(line: str) -> None:
+    print(line, flush=True)
 
-    from tilth.cli import cmd_dispatch
+
+def tell(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    from tilth.actions.place import locate, wait_here
+    from tilth.store.home import session_paths, tilth_home
 
     seconds(args.timeout, "--timeout")
-    if args.ids and len(args.ids) == 1 and (found := cmd_dispatch.remote_state(args.ids[0])):
-        return cmd_dispatch.wait(found, args.ids[0], args.timeout)
+    if args.ids and len(args.ids) == 1:
+        return locate(tilth_home(), args.ids[0]).wait(args.timeout, say, tell)
     sessions = [session_paths(i) for i in args.ids] if args.ids else [pick_session(None)[0]]
-    records = [load_session(p) for p in sessions]
-    queued = [r.id for r in records if r.state == SessionState.queued]
-    paused = [r.id for r in records if r.state == SessionState.paused and r.supervised]
-    waiting = [f"{what} {', '.join(ids)}" for what, ids in (("queued", queued), ("paused", paused)) if ids]
-    if waiting and control.running_pid(tilth_home()) is None:
-        print(f"tilth: no supervisor is running, so {' and '.join(waiting)} will not start; "
-              "`tilth daemon` starts one", file=sys.stderr)
-    return wait_for(sessions, args.timeout, lambda line: print(line, flush=True),
-                    progress=lambda line: print(f"tilth: {line}", file=sys.stderr, flush=True))
+    return wait_here(sessions, args.timeout, say, tell)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from tilth.cli import cmd_dispatch
-    from tilth.views.follow import logs
+    from tilth.actions.place import locate
+    from tilth.store.home import tilth_home
 
-    if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.logs(found, args.id, args.follow, args.all, args.lines)
-    paths = pick_paths(args.id)
-    return logs(paths, args.follow, lambda line: print(line, flush=True), last=args.lines, everything=args.all)
+    return locate(tilth_home(), args.id or pick_paths(None).id).logs(say, follow=args.follow, everything=args.all, last=args.lines)
 
 
 def _count(text: str) -> int:
@@ -161,7 +154,7 @@ WAIT_CODES = ("0 all done, 1 a task failed (or a dispatched session was refused)
 checks that every code is here)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     daemon = sub.add_parser("daemon", help="the supervisor that runs sessions in the background")
     daemon.add_argument("action", nargs="?", choices=["status", "stop", "unit", "install", "uninstall"],
                         help="status: is it running; stop: stop it (sessions finish their iteration); "

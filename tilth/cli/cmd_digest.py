@@ -16,7 +16,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     digest = sub.add_parser("digest", help="what happened across sessions lately (tasks, spend, branch heads) "
                                            "and what needs you")
     digest.add_argument("--since", default="24h", metavar="WHEN",

@@ -11,6 +11,11 @@ import sys
 
 from tilth.cli.pick import ID_HELP
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (a cold start)
+if TYPE_CHECKING:
+    from tilth.run.doctor_findings import Finding
+    from tilth.store.home import SessionPaths
+
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from tilth.core.errors import BadInput
@@ -74,7 +79,7 @@ def sandbox_line() -> str:
     return f"sandbox: bwrap; {describe(host_ports(settings))}"
 
 
-def price_findings(paths) -> list:
+def price_findings(paths: SessionPaths) -> list[Finding]:
     """The rates in force for the session's models (its recorded settings over this shell's), as `ok` lines."""
     from tilth.agents.pricing import rate_lines
     from tilth.core.errors import BadInput
@@ -91,7 +96,7 @@ def price_findings(paths) -> list:
     return [Finding(OK, line) for line in rate_lines(settings)]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     summary = ("cross-check a session's files (prd.json, progress.txt, ledger, journal, session.json, lock, worktree) "
                "against its branch; --fix repairs what git decides and never deletes work")
     doctor = sub.add_parser(

@@ -33,14 +33,14 @@ def cmd_learnings(args: argparse.Namespace) -> int:
 
 
 def cmd_note(args: argparse.Namespace) -> int:
-    from tilth.actions.noting import leave_note
+    from tilth.actions.place import leave_note
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 
     return show(leave_note(tilth_home(), args.id, args.text, by="cli", task=args.task))
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     note = session_command(sub, "note", "leave a note for a session's agents: taken at the next task boundary and "
                                         "shown in every later worker and evaluator prompt; never interrupts an "
                                         "iteration", cmd_note, "the session to note")

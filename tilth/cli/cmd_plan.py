@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
     from tilth.actions.acted import Acted
     from tilth.core.config import Settings
+    from tilth.store.prd_record import Task
+    from tilth.views.forecast import Forecast
     from tilth.store.home import SessionPaths
 
 
@@ -106,7 +108,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_forecast(settings, tasks):
+def start_forecast(settings: Settings, tasks: list[Task]) -> Forecast:
     """The forecast for `tasks` under `settings`' models and backends."""
     from tilth.core.travel import session_view
     from tilth.store.home import tilth_home
@@ -115,7 +117,7 @@ def start_forecast(settings, tasks):
     return forecast(history(tilth_home()), models_key(session_view(settings)), tasks)
 
 
-def announce_forecast(session_id: str, settings, warn) -> None:
+def announce_forecast(session_id: str, settings: Settings, warn: Callable[[str], None]) -> None:
     """At `tilth start`: the forecast printed, kept as the session's forecast.json (`status --json`),
     and a warning when the spend cap is below its low end."""
     import orjson
@@ -129,7 +131,7 @@ def announce_forecast(session_id: str, settings, warn) -> None:
     write_atomic(paths.dir / "forecast.json", orjson.dumps(found.data()))
     print(found.line(), flush=True)
     cap = settings.max_spend_usd
-    if found.known and cap is not None and cap < found.low:
+    if found.known and found.low is not None and cap is not None and cap < found.low:
         warn(f"the spend cap ${cap:g} is below the forecast's low end ${found.low:.2f}: this plan will most likely "
              f"stop at the cap before it is done; raise TILTH_MAX_SPEND_USD, or plan to raise it and resume")
 
@@ -190,7 +192,7 @@ def failure_line(settings: Settings) -> str:
     return "a failed task does not stop the others, only the tasks that depend on it (stop_on_failure = false)"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     plan = sub.add_parser("plan", help="check a plan, or edit a session's live plan in $EDITOR")
     actions = plan.add_subparsers(dest="plan_command", required=True, metavar="{check,edit,cost}",
                                   help="check: errors and warnings of a plan file; edit: a session's live plan; "

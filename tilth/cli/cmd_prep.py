@@ -16,6 +16,7 @@ from tilth.core.errors import BadInput
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (~5 ms of a cold start)
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from tilth.agents.backends.interview import Exchange, Interview, Plan
 
@@ -162,7 +163,7 @@ def _quote(exchange: Exchange) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in exchange.answer.splitlines())
 
 
-def warnings(tasks: list[dict]) -> list[str]:
+def warnings(tasks: list[dict[str, Any]]) -> list[str]:
     """`tilth plan check`'s warnings about a valid plan (vague criteria, tasks too large, ...)."""
     import orjson
 
@@ -223,7 +224,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     record = out / "interview.md"
     try:
         plan = interview.run(goal, head)
-        missing = tasks_without_criteria(plan.tasks)
+        missing = tasks_without_criteria(list[object](plan.tasks))
         if missing:  # the interview refuses such a plan already; never write one either way
             raise BadInput(f"refusing to write a plan with tasks without acceptance criteria: {', '.join(missing)}")
     except BaseException as exc:
@@ -250,7 +251,7 @@ def cmd_prep(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     prep = sub.add_parser("prep", help="interview: the model reads the repository, asks you questions and writes "
                                        "a plan (prd.json, seed-meta.json, interview.md) for `tilth start`")
     prep.add_argument("goal", help="what you want done, in a sentence or a paragraph")

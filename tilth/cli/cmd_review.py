@@ -70,7 +70,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return show(reset_session(paths.home, paths.id, by="cli", confirm=(lambda _question: True) if args.yes else ask))
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     push = session_command(sub, "push", "push session/<id> from the source repo (your git, your credentials)",
                            cmd_push)
     push.add_argument("--remote", default="origin", help="remote to push to (default: origin)")

@@ -12,6 +12,10 @@ import os
 
 from tilth.core.errors import BadInput
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing (a cold start)
+if TYPE_CHECKING:
+    from pathlib import Path
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 TOKEN_ENV = "TILTH_DASHBOARD_TOKEN"
@@ -39,7 +43,7 @@ def token_from(args: argparse.Namespace) -> str | None:
             raise BadInput(f"--token-file {args.token_file} must hold one token on one line (it is empty or has spaces)")
         return token
     if args.token is not None:
-        return args.token
+        return str(args.token)
     from_env = os.environ.get(TOKEN_ENV)
     if from_env is not None and not from_env.strip():
         raise BadInput(f"${TOKEN_ENV} is set but empty; unset it or put the token in it")
@@ -58,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                  echo=lambda line: print(line, flush=True))
 
 
-def login_commands(home, rotate: bool, login: bool) -> int:
+def login_commands(home: Path, rotate: bool, login: bool) -> int:
     """`--rotate-secret` and/or `--login`: no server is started."""
     from tilth.store.dashboard_secret import DashboardSecret, login_link
     from tilth.web.presence import running_url
@@ -97,7 +101,7 @@ def _port(text: str) -> int:
     return value
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="a live web dashboard of every session, to answer, note, stop and resume "
                                          "from; open the one-time login link it prints")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")

@@ -81,9 +81,12 @@ def cmd_start(args: argparse.Namespace) -> int:
         raise BadInput("--id is empty; pass a session id, or leave --id out for a generated one")
     seed = Path(args.seed).expanduser() if args.seed else None
     checks = inputs.checks(args.check)
-    if args.prd is None and seed is None:
+    if args.prd is not None:
+        prd = Path(args.prd).expanduser()
+    elif seed is not None:
+        prd = seed / "prd.json"
+    else:
         raise BadInput("no plan: pass --prd a prd.json, or --seed the directory `tilth prep` wrote")
-    prd = Path(args.prd).expanduser() if args.prd is not None else seed / "prd.json"
     start_at = iso(parse_when(args.at)) if args.at else None
     use_parallel(args)
     settings = load_settings(tilth_home())
@@ -135,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from tilth.actions.resuming import resume_session
+    from tilth.actions.place import resume_session
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 
@@ -166,19 +169,16 @@ def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tilth.store.home import all_session_ids, session_paths, tilth_home
+    from tilth.store.home import all_session_ids, tilth_home
 
-    if found := cmd_dispatch.remote_state(args.id):
-        return cmd_dispatch.status_one(found, args.json)
-    if args.id:
-        from tilth.views.status import render_one
-        from tilth.views.status_data import session_summary
-
-        cmd_daemon.revive_supervisor(tilth_home())  # a supervisor that died, with work waiting: start one
-        summary = session_summary(session_paths(args.id), with_commits=True)
-        print(json_text(summary) if args.json else render_one(summary))
-        return 0
     home = tilth_home()
+    if args.id:
+        from tilth.actions.place import locate
+
+        place = locate(home, args.id)
+        cmd_daemon.revive_supervisor(home)  # a supervisor that died, with work waiting: start one
+        print(place.status(args.json))
+        return 0
     if not all_session_ids(home):  # a new user: answered without the session models
         if args.json:
             print("[]")
@@ -207,13 +207,14 @@ def json_text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-class Commands(argparse._SubParsersAction):
+class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse makes it, by class
     """Subcommands whose one-line `help` in `tilth --help` is also the description in their own `-h`."""
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
         if kwargs.get("help") not in (None, argparse.SUPPRESS):
             kwargs.setdefault("description", kwargs["help"])
-        return super().add_parser(name, **kwargs)
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -303,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     guard_std_streams()  # nothing a model, plan, broker or file wrote reaches the terminal raw
     try:
         args = build_parser().parse_args(argv)
-        code = args.handler(args)
+        code: int = args.handler(args)
         sys.stdout.flush()  # a reader that has gone shows up here, not at interpreter exit
         return code
     except KeyboardInterrupt:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 ID_HELP = "session id (default: the most recent)"
 
 
-def session_command(sub: argparse._SubParsersAction, name: str, help: str, handler: Callable[[argparse.Namespace], int],
+def session_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help: str,
+                    handler: Callable[[argparse.Namespace], int],
                     id_help: str | None = None) -> argparse.ArgumentParser:
     """A command on one session: its `id` may be left out (the most recent), unless `id_help` says what it names."""
     parser = sub.add_parser(name, help=help)

@@ -27,6 +27,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 from tilth.core.errors import BadInput
 from tilth.store.prd import MAX_BYTES, TASK_ID_PATTERN, parse_plan
@@ -102,7 +103,7 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _checked(path: Path, fmt: str, tasks: list[dict], said: str) -> Imported:
+def _checked(path: Path, fmt: str, tasks: list[dict[str, Any]], said: str) -> Imported:
     if not tasks:
         raise BadInput(f"{path}: {said} with no tasks in it; add at least one")
     data = json.dumps(tasks, indent=2, ensure_ascii=False).encode() + b"\n"
@@ -115,7 +116,7 @@ _FORMAT_NAMES = {"ralph": "a Ralph prd.json", "gh": "a GitHub issue export", "ch
 
 
 def _task(task_id: str, title: str, description: str, criteria: list[str], done: bool,
-          verify: list[str] = (), **extra) -> dict:
+          verify: Sequence[str] = (), **extra: Any) -> dict[str, Any]:
     task = {"id": task_id, "title": title.strip(), "description": description.strip(),
             "acceptance_criteria": [_criterion(c.strip()) for c in criteria if c.strip()]
             + [{"text": f"`{v.strip()}` exits 0", "verify": v.strip()} for v in verify if v.strip()],
@@ -124,7 +125,7 @@ def _task(task_id: str, title: str, description: str, criteria: list[str], done:
     return task
 
 
-def _criterion(text: str) -> str | dict:
+def _criterion(text: str) -> str | dict[str, Any]:
     """``text (verify: `command`)`` carries its command (every format; what interview.md writes)."""
     found = _VERIFY.match(text)
     if found is None or not found["text"].strip() or not found["command"].strip():
@@ -134,7 +135,7 @@ def _criterion(text: str) -> str | dict:
 
 # --- Ralph ---------------------------------------------------------------------------------
 
-def _ralph(path: Path, value: dict) -> tuple[list[dict], str]:
+def _ralph(path: Path, value: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     stories = value["userStories"]
     if not isinstance(stories, list):
         raise BadInput(f"{path}: userStories must be a list of stories, got {type(stories).__name__}")
@@ -171,7 +172,7 @@ def _ralph(path: Path, value: dict) -> tuple[list[dict], str]:
 
 # --- GitHub issues --------------------------------------------------------------------------
 
-def _gh(path: Path, issues: list[dict]) -> tuple[list[dict], str]:
+def _gh(path: Path, issues: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
     tasks = []
     for issue in sorted(issues, key=lambda i: i["number"] if isinstance(i["number"], int) else 0):
         number = issue["number"]
@@ -238,12 +239,12 @@ def _split_criteria(body: str) -> tuple[str, list[str]]:
 
 # --- markdown checklist ----------------------------------------------------------------------
 
-def _checklist(path: Path, text: str) -> tuple[list[dict], str]:
-    items: list[dict] = []
+def _checklist(path: Path, text: str) -> tuple[list[dict[str, Any]], str]:
+    items: list[dict[str, Any]] = []
     top: int | None = None
     for number, line in enumerate(text.splitlines(), 1):
         box = _BOX.match(line)
-        indent = len(box["indent"].expandtabs(4)) if box else None
+        indent = len(box["indent"].expandtabs(4)) if box else 0
         if box and (top is None or indent <= top):
             top = indent
             title = box["text"].strip()
@@ -302,7 +303,7 @@ def _id_list(path: Path, value: str) -> list[str]:
     return ids
 
 
-def _feature_dir(path: Path) -> tuple[list[dict], str]:
+def _feature_dir(path: Path) -> tuple[list[dict[str, Any]], str]:
     files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".md", ".markdown"))
     if not files:
         raise BadInput(f"{path}: a directory with neither a prd.json nor markdown task files (*.md) in it")

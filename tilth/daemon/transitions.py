@@ -13,11 +13,11 @@ from typing import Any, Callable
 from tilth.core.clock import iso_ms
 from tilth.core.errors import BadInput
 from tilth.daemon import queue
-from tilth.store.answers import answered_parked
 from tilth.store.events import EventLog, document, read_events
 from tilth.store.home import SessionPaths
 from tilth.store.lock import SessionLock, read_holder
 from tilth.store.session import SessionRecord, SessionState, load_session, save_session
+from tilth.store.unparking import answered_parked, unpark_answered
 
 document(
     {
@@ -46,10 +46,11 @@ document(
 Decide = Callable[[SessionRecord], dict[str, Any] | None]
 
 
-def change(paths: SessionPaths, role: str, decide: Decide, event: str, **data: Any) -> SessionRecord | None:
+def change(paths: SessionPaths, role: str, decide: Decide, event: str, *, then: Callable[[], object] | None = None,
+           **data: Any) -> SessionRecord | None:
     """Apply `decide(record)`'s field updates and emit `event` with `data` (which `decide`
-    may fill in), or do nothing when another process holds the lock or `decide` returns
-    None. Returns the saved record."""
+    may fill in), then `then()` still under the lock, or do nothing when another process holds
+    the lock or `decide` returns None. Returns the saved record."""
     lock = SessionLock(paths.lock, paths.id, role=role)
     if not lock.try_acquire():
         return None
@@ -62,6 +63,8 @@ def change(paths: SessionPaths, role: str, decide: Decide, event: str, **data: A
             setattr(record, field, value)
         save_session(paths, record)
         EventLog(paths.events).emit(event, **{k: v(record) if callable(v) else v for k, v in data.items()})
+        if then is not None:
+            then()
         return record
     finally:
         lock.release()
@@ -189,14 +192,15 @@ def requeue_grown(paths: SessionPaths) -> bool:
 
 def requeue_answered(paths: SessionPaths) -> bool:
     """A session that ended `waiting` while a person answered one of its parked tasks (the runner
-    still held it, so `tilth answer` could not queue it) goes back to the queue."""
+    still held it, so `tilth answer` could not queue it) goes back to the queue, and the answered tasks
+    to pending (queued first: a kill between the two leaves them for the runner's first task boundary)."""
     def decide(record: SessionRecord) -> dict[str, Any] | None:
         if record.state != SessionState.waiting or not answered_parked(paths.dir, paths.prd):
             return None
         return {**queued_for(record, resume=False, start_at=None), "auto_resumes": 0}
 
-    return change(paths, "supervisor", decide, "session_queued", reason="answered", start_at=None,
-                  resume=False) is not None
+    return change(paths, "supervisor", decide, "session_queued", reason="answered", start_at=None, resume=False,
+                  then=lambda: unpark_answered(paths, EventLog(paths.events))) is not None
 
 
 def stopper(by: str | None, now: bool = False) -> str:
@@ -236,7 +240,7 @@ def mark_stopped(paths: SessionPaths, states: set[SessionState], now: bool, pid:
             return None
         return {"state": SessionState.stopped, "pid": None, "reason": why, "auto_resume_at": None}
 
-    who = {} if by is None else {"by": by}
+    who: dict[str, Any] = {} if by is None else {"by": by}
     return change(paths, role, decide, "session_stopped", now=now, pid=pid, **who)
 
 

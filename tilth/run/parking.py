@@ -12,11 +12,12 @@ retry's attempts start from zero; the answer is a channel of its prompts.
 from __future__ import annotations
 
 from tilth.run.outcomes import Workspace
-from tilth.store.answers import exchanges, is_answered, last_question, same_question
+from tilth.store.answers import exchanges, last_question, same_question
 from tilth.store.events import document
 from tilth.store.ledger import LedgerEntry, Verdict
-from tilth.store.prd import Task, TaskStatus, blocked_by, load_current_plan, set_statuses
+from tilth.store.prd import Task, TaskStatus, blocked_by
 from tilth.store.session import SessionState
+from tilth.store.unparking import unpark_answered
 
 document(
     {
@@ -27,18 +28,10 @@ document(
 
 
 def take_answers(ws: Workspace) -> list[str]:
-    """Every parked task whose question is answered goes back to pending (`tilth answer` may have
-    flipped the status already); under the session lock, at a task boundary. Its placeholder stays on
-    the branch until the task runs again (`stacking.make_room` takes it off then)."""
-    plan = load_current_plan(ws.paths.prd)
-    answered = [t for t in plan if t.status == TaskStatus.parked and is_answered(ws.paths.dir, t.id)]
-    for task in answered:
-        set_statuses(ws.paths.prd, {task.id: TaskStatus.pending})
-        asked = last_question(ws.paths.dir, task.id)
-        ws.events.emit("task_answered", task.id, asked.iter if asked else None,
-                       question=asked.question if asked else "", by=asked.answered_by if asked and
-                       asked.answered_by else "runner")
-    return [t.id for t in answered]
+    """Every parked task whose question is answered goes back to pending (`tilth answer` or the
+    supervisor may have flipped it already); under the session lock, at a task boundary. Its placeholder
+    stays on the branch until the task runs again (`stacking.make_room` takes it off then)."""
+    return unpark_answered(ws.paths, ws.events)
 
 
 def still_asking(session_dir, task_id: str, entry: LedgerEntry) -> bool:

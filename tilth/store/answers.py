@@ -114,10 +114,3 @@ def is_answered(session_dir: Path, task_id: str) -> bool:
 def same_question(a: str, b: str) -> bool:
     return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
 
-
-def answered_parked(session_dir: Path, prd: Path) -> list[str]:
-    """The parked tasks whose question has an answer: the session has work again."""
-    from tilth.store.prd_peek import peek_plan
-    from tilth.store.prd_rules import TaskStatus
-
-    return [t.id for t in peek_plan(prd) if t.status == TaskStatus.parked and is_answered(session_dir, t.id)]

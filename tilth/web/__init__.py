@@ -1,1 +1,2 @@
-"""`tilth serve`: a read-only live web dashboard of $TILTH_HOME (imported only by `cli/`)."""
+"""`tilth serve`: the live web dashboard of $TILTH_HOME a person reads and acts from (what a person does
+there goes through `actions/`); imported only by `cli/`."""

@@ -20,9 +20,9 @@ import secrets
 import time
 from hashlib import sha256
 from pathlib import Path
-from typing import Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
@@ -45,7 +45,7 @@ HOW_TO_LOG_IN = ("open the one-time login link `tilth serve` printed when it sta
 
 def nonce(request: Request) -> str:
     """This response's script nonce (the Content-Security-Policy allows only that script)."""
-    return request.scope.setdefault("tilth.nonce", secrets.token_urlsafe(12))
+    return str(request.scope.setdefault("tilth.nonce", secrets.token_urlsafe(12)))
 
 
 def html(request: Request, body: str, status: int = 200) -> HTMLResponse:
@@ -95,12 +95,12 @@ def refuse(request: Request, status: int, line: str) -> Response:
 class Guard:
     """The login cookie, the configured token, the Origin and Host checks, and the common headers."""
 
-    def __init__(self, app: Callable, home: Path, token: str | None, loopback_only: bool):
+    def __init__(self, app: ASGIApp, home: Path, token: str | None, loopback_only: bool):
         self.app, self.token, self.loopback_only = app, token, loopback_only
         self.secret = DashboardSecret(home)
         self.secret.value()  # made (or refused) before the first request
 
-    def cookie_name(self, scope: dict) -> str:
+    def cookie_name(self, scope: Scope) -> str:
         port = (scope.get("server") or ("", 0))[1]
         return f"tilth_login_{port}"
 
@@ -111,10 +111,12 @@ class Guard:
         return self._mac("csrf", login)
 
     def csrf_ok(self, request: Request, given: str | None) -> bool:
-        login = request.scope.get("tilth.login")
-        return bool(login and given) and same(given or "", self.csrf_for(login))
+        login: str | None = request.scope.get("tilth.login")
+        if not (login and given):
+            return False
+        return same(given, self.csrf_for(login))
 
-    def sign_in(self, response: Response, scope: dict) -> None:
+    def sign_in(self, response: Response, scope: Scope) -> None:
         """A new login: its cookie, HttpOnly, SameSite=Strict, for this port's name."""
         login, expires = secrets.token_urlsafe(24), str(int(time.time()) + LOGIN_DAYS * 86400)
         value = f"{login}.{expires}.{self._mac('login', login, expires)}"
@@ -133,13 +135,14 @@ class Guard:
         bearer = request.headers.get("authorization", "")
         return bool(self.token) and bearer.lower().startswith("bearer ") and same(bearer[7:], self.token or "")
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         request = Request(scope)
         scope["tilth.guard"] = self
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 extra = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
                 message["headers"] = [*message.get("headers", []), *extra]
@@ -147,7 +150,8 @@ class Guard:
 
         response = self.answer_first(request)
         if response is not None:
-            return await response(scope, receive, send_with_headers)
+            await response(scope, receive, send_with_headers)
+            return
         await self.app(scope, receive, send_with_headers)
 
     def answer_first(self, request: Request) -> Response | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.requests import Request
@@ -23,6 +23,7 @@ from tilth.store.dashboard_secret import LOGIN_PARAM
 from tilth.web.access import HOW_TO_LOG_IN, Guard, html, local_path, login_page, nonce, same
 from tilth.web.forms import MAX_TEXT
 
+Endpoint = Callable[[Request], Awaitable[Response]]
 FORM_BYTES = 64 << 10
 BY = "dashboard"
 
@@ -69,18 +70,13 @@ def _reply(request: Request, sid: str, status: int, payload: dict[str, Any]) -> 
     return RedirectResponse(pages.href("s", sid), 303)
 
 
-def action_routes(home: Path) -> dict[str, Callable]:
+def action_routes(home: Path) -> dict[str, Endpoint]:
     """The endpoints of POST /s/<id>/{answer,note,stop,resume}."""
-    def do(kind: str) -> Callable:
+    def do(kind: str) -> Endpoint:
         async def endpoint(request: Request) -> Response:
             sid = request.path_params["sid"]
             try:
-                try:
-                    data.paths_of(home, sid)
-                except data.NotFound:
-                    from tilth.web.dispatched import found  # a dispatched session: the broker must know it
-
-                    await asyncio.to_thread(found, home, sid)
+                await asyncio.to_thread(data.place_of, home, sid)  # a session here, or one the broker knows
                 form = await read_form(request)
                 from tilth import actions  # the runner's, supervisor's and broker's code: loaded on the first action
 
@@ -102,7 +98,7 @@ def action_routes(home: Path) -> dict[str, Callable]:
     return {kind: do(kind) for kind in ("answer", "note", "stop", "resume")}
 
 
-def login_routes() -> tuple[Callable, Callable]:
+def login_routes() -> tuple[Endpoint, Endpoint]:
     """GET /login?once=<token>: a one-time link used, the cookie set, on to the first page (so the link
     leaves the address bar); GET /login: how to log in; POST /login: the configured token checked, the
     cookie set, back to `next` (a path on this dashboard only)."""

@@ -16,39 +16,38 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tilth.actions.remote import dispatch_settings
+from tilth.actions.place import Here
+from tilth.actions.remote import Dispatched
+from tilth.store.home import SessionPaths
 from tilth.web import data, dispatched, live, overview, pages
 from tilth.web.access import Guard, csrf_token, html, nonce
 from tilth.web.acting import action_routes, login_routes
 from tilth.web.assets import FAVICON
 from tilth.web.streaming import EventStream, StreamGate
 
+Answer = Response | EventStream
+"""What a route gives: a response, or a live stream (an ASGI app of its own)."""
+
 
 def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
-             stopping: live.Stopping = lambda: False, gate: StreamGate | None = None) -> Callable:
+             stopping: live.Stopping = lambda: False, gate: StreamGate | None = None) -> Guard:
     gate = gate or StreamGate()
 
-    def paths(request: Request):
+    def paths(request: Request) -> SessionPaths:
         return data.paths_of(home, request.path_params["sid"])
 
-    def here_or_dispatched(request: Request) -> Any:
-        """The session's paths when this machine has it, else (broker, state) of a dispatched one."""
-        try:
-            return paths(request)
-        except data.NotFound:
-            if dispatch_settings(home) is None:
-                raise
-            return dispatched.found(home, request.path_params["sid"])
+    def place(request: Request) -> Here | Dispatched:
+        return data.place_of(home, request.path_params["sid"])
 
-    def guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
+    def guarded(handler: Callable[[Request], Awaitable[Answer]]) -> Callable[[Request], Awaitable[Answer]]:
+        async def endpoint(request: Request) -> Answer:
             try:
                 return await handler(request)
             except data.NotFound as exc:
@@ -61,33 +60,33 @@ def make_app(home: Path, token: str | None = None, loopback_only: bool = True,
     async def sessions_json(request: Request) -> Response:
         return JSONResponse(data.overview(home))
 
-    async def sessions_live(request: Request) -> Response:
+    async def sessions_live(request: Request) -> EventStream:
         return EventStream(lambda: live.state_stream(lambda: live.overview_parts(home), stopping), gate)
 
+    # A session this machine has is drawn from its files, a dispatched one from what the broker holds.
     async def session(request: Request) -> Response:
-        found, sid = await asyncio.to_thread(here_or_dispatched, request), request.path_params["sid"]
-        if isinstance(found, tuple):
-            remote = dispatched.Parts(found, sid, csrf_token(request))
-            return html(request, dispatched.session_page(sid, await asyncio.to_thread(remote), nonce(request)))
-        parts = live.SessionParts(found, csrf_token(request))()
-        return html(request, pages.session_page(found.id, parts, nonce(request)))
+        found = await asyncio.to_thread(place, request)
+        if isinstance(found, Here):
+            parts = live.SessionParts(found.paths, csrf_token(request))()
+            return html(request, pages.session_page(found.id, parts, nonce(request)))
+        remote = dispatched.Parts(found, csrf_token(request))
+        return html(request, dispatched.session_page(found.id, await asyncio.to_thread(remote), nonce(request)))
 
     async def session_json(request: Request) -> Response:
-        found = await asyncio.to_thread(here_or_dispatched, request)
-        return JSONResponse({**found[1], "dispatched": True} if isinstance(found, tuple) else data.summary(found))
+        found = await asyncio.to_thread(place, request)
+        return JSONResponse(data.summary(found.paths) if isinstance(found, Here) else dispatched.summary(found))
 
-    async def session_state(request: Request) -> Response:
-        found, sid = await asyncio.to_thread(here_or_dispatched, request), request.path_params["sid"]
-        parts = (dispatched.Parts(found, sid, csrf_token(request)) if isinstance(found, tuple)
-                 else live.SessionParts(found, csrf_token(request)))
+    async def session_state(request: Request) -> EventStream:
+        found = await asyncio.to_thread(place, request)
+        parts: Callable[[], dict[str, str]] = (live.SessionParts(found.paths, csrf_token(request))
+                                               if isinstance(found, Here) else dispatched.Parts(found, csrf_token(request)))
         return EventStream(lambda: live.state_stream(parts, stopping), gate)
 
-    async def session_log(request: Request) -> Response:
-        found, resume_at = await asyncio.to_thread(here_or_dispatched, request), request.headers.get("last-event-id")
-        if isinstance(found, tuple):
-            sid = request.path_params["sid"]
-            return EventStream(lambda: live.relayed_stream(found[0], sid, resume_at, stopping), gate)
-        return EventStream(lambda: live.log_stream(found, resume_at, stopping), gate)
+    async def session_log(request: Request) -> EventStream:
+        found, resume_at = await asyncio.to_thread(place, request), request.headers.get("last-event-id")
+        if isinstance(found, Here):
+            return EventStream(lambda: live.log_stream(found.paths, resume_at, stopping), gate)
+        return EventStream(lambda: live.relayed_stream(found, resume_at, stopping), gate)
 
     async def commit(request: Request) -> Response:
         found = paths(request)

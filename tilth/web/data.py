@@ -15,10 +15,15 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tilth.core.errors import BadInput, TilthError
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
+
+if TYPE_CHECKING:
+    from tilth.store.session_record import SessionRecord
+    from tilth.actions.place import Here
+    from tilth.actions.remote import Dispatched
 
 SHA = re.compile(r"^[0-9a-f]{4,40}$")
 TEXT_FILES = ("report.md", "transcript.md")
@@ -34,6 +39,20 @@ class NotFound(Exception):
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def place_of(home: Path, session_id: str) -> Here | Dispatched:
+    """The session a valid id names, this machine's or one the broker knows (`actions/place.locate`);
+    NotFound with the one line why not (a bad id, an unreachable broker, no such session)."""
+    from tilth.actions.place import locate
+
+    try:
+        place = locate(home, session_id)
+    except TilthError as exc:
+        raise NotFound(one_line(exc)) from None
+    if not place.known:
+        raise NotFound(f"no session {session_id!r}")
+    return place
 
 
 def paths_of(home: Path, session_id: str) -> SessionPaths:
@@ -104,7 +123,7 @@ def ledger(paths: SessionPaths, task_ids: list[str]) -> dict[str, list[Attempt]]
     return shown
 
 
-def ledger_stamp(paths: SessionPaths) -> tuple:
+def ledger_stamp(paths: SessionPaths) -> tuple[tuple[str, int, int], ...]:
     """Changes whenever a ledger file does."""
     try:
         with os.scandir(paths.ledger_dir) as entries:
@@ -113,7 +132,7 @@ def ledger_stamp(paths: SessionPaths) -> tuple:
         return ()
 
 
-def _record(paths: SessionPaths):
+def _record(paths: SessionPaths) -> SessionRecord:
     from tilth.store.session import load_session
 
     return load_session(paths)

@@ -1,22 +1,25 @@
 """A dispatched session on the dashboard (one this machine has no directory of but the broker knows): its
 row and its questions on the first page, its page (state, tasks, questions with the forms that answer
 them, note/stop/resume, the events its worker relayed (`web/live.relayed_stream`)). All of it is what
-the broker holds (`actions/remote_read.py`, `views/dispatched.py`), which is untrusted: every string
+the broker holds (`actions/remote_read.py`, `views/remote_status.py`), which is untrusted: every string
 escaped, ids checked before they name a page, and nothing of it decides a URL, a path or what runs."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tilth.views.remote_status import current_of, progress_of, questions_of, tasks_of
 from tilth.views.reasons import session_end
-from tilth.web import data, forms
+from tilth.web import forms
 from tilth.web.assets import SESSION_JS, SESSIONS_JS
 from tilth.web.pages import bar, e, href, page
 
-Found = tuple[Any, dict]
+if TYPE_CHECKING:
+    from tilth.actions.remote import Dispatched
+    from tilth.actions.remote_read import Listing
+
 ATTENTION = ("waiting", "paused", "failed", "crashed", "refused", "forgotten")
 RESUMABLE = (*forms.RESUMABLE, "refused", "forgotten")
 BADGE = '<span class="badge dispatched" title="runs on a worker through the broker">dispatched</span>'
@@ -24,10 +27,10 @@ BADGE = '<span class="badge dispatched" title="runs on a worker through the brok
 
 DOWN_S = 10.0
 """An unreachable broker is asked again only after this long (a connection may take seconds to fail)."""
-_down: dict[Path, tuple[float, Any]] = {}
+_down: dict[Path, tuple[float, Listing]] = {}
 
 
-def listing(home: Path):
+def listing(home: Path) -> Listing | None:
     """The broker's sessions this machine has no directory of; None without `[dispatch]`."""
     from tilth.actions.remote_read import listing as read
 
@@ -40,26 +43,18 @@ def listing(home: Path):
     return found
 
 
-def _spend(broker, sid: str, places: int = 2) -> str:
-    from tilth.actions.remote_read import relayed_spend
-    from tilth.dispatch.broker import BrokerDown
-
-    try:
-        return relayed_spend(broker, sid, places)
-    except BrokerDown:
-        return "unknown"
-
-
-def rows(home: Path, found) -> str:
+def rows(home: Path, found: Listing | None) -> str:
     """The first page's rows of dispatched sessions, or the one line that says the broker is unreachable."""
     if found is None:
         return ""
     if found.down:
         return (f'<tr class="broker-down"><td colspan="7" class="error" id="broker-down">dispatched sessions: '
                 f'{e(found.down)}</td></tr>')
-    from tilth.actions.remote_read import broker_for
+    from tilth.actions.remote_read import broker_for, relayed_spend
 
     broker, out = broker_for(home), []
+    if broker is None:  # [dispatch] removed since the listing was read
+        return ""
     for s in found.states:
         sid, state = s["id"], str(s.get("state") or "?")
         done, total = progress_of(s)
@@ -68,12 +63,12 @@ def rows(home: Path, found) -> str:
                    f'<a href="{href("s", sid)}">{e(sid)}</a> {BADGE}<div class="muted worker">{e(worker)}</div></td>'
                    f'<td><span class="state badge state-{e(state)}">{e(state)}</span></td>'
                    f'<td class="progress">{bar(done, total)}{e(s.get("progress") or "?")}</td>'
-                   f'<td class="current">{e(current_of(s) or "-")}</td><td class="num">{e(_spend(broker, sid))}</td>'
+                   f'<td class="current">{e(current_of(s) or "-")}</td><td class="num">{e(relayed_spend(broker, sid))}</td>'
                    '<td class="num narrow-hide">-</td><td class="muted narrow-hide">dispatched</td></tr>')
     return "".join(out)
 
 
-def needs(found) -> list[str]:
+def needs(found: Listing | None) -> list[str]:
     """The "needs you" items of dispatched sessions: each open question, each session waiting on a person."""
     if found is None or found.down:
         return []
@@ -96,37 +91,26 @@ def needs(found) -> list[str]:
     return out
 
 
-def found(home: Path, sid: str) -> Found:
-    """(broker, state) of a dispatched session, for a checked id; else NotFound with the one line why."""
-    from tilth.actions.remote import remote_state
-    from tilth.core.errors import TilthError
-    from tilth.store.home import check_session_id
-
-    try:
-        check_session_id(sid)
-        got = remote_state(home, sid)
-    except TilthError as exc:  # a bad id, an unreachable broker
-        raise data.NotFound(data.one_line(exc)) from None
-    if got is None:
-        raise data.NotFound(f"no session {sid!r}")
-    return got
+def summary(place: Dispatched) -> dict[str, Any]:
+    """`/api/s/<id>` of a dispatched session: the broker's state hash as the lookup read it."""
+    return {**place.state, "dispatched": True}
 
 
 class Parts:
     """A dispatched session page's fragments, from the broker's state hash read again at each call."""
 
-    def __init__(self, got: Found, sid: str, csrf: str):
-        self.broker, self.first, self.sid, self.csrf = got[0], got[1], sid, csrf
+    def __init__(self, place: Dispatched, csrf: str):
+        self.place, self.sid, self.csrf = place, place.id, csrf
 
     def __call__(self) -> dict[str, str]:
-        from tilth.actions.remote_read import unreachable
-        from tilth.dispatch.broker import BrokerDown
+        from tilth.actions.remote import Unreachable
+        from tilth.actions.remote_read import relayed_spend
 
         try:
-            state = self.broker.state(self.sid) or self.first
-            spent = _spend(self.broker, self.sid, 4)
-        except BrokerDown as exc:
-            return {"head": f'<p class="error" id="broker-down">{e(unreachable(self.broker, exc))}</p>'}
+            state = self.place.fresh_state()
+        except Unreachable as exc:
+            return {"head": f'<p class="error" id="broker-down">{e(str(exc))}</p>'}
+        spent = relayed_spend(self.place.broker, self.sid, 4)
         return {"head": head(state, spent), "tasks": task_table(state),
                 "questions": forms.answer_forms(self.sid, questions_of(state), self.csrf),
                 "act": forms.controls(self.sid, {"state": state.get("state")}, self.csrf, RESUMABLE)}

@@ -22,12 +22,15 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import AsyncIterator, Callable
+from typing import TYPE_CHECKING, AsyncGenerator, Callable
 
 from tilth.store.home import SessionPaths
 from tilth.views.follow import events_in, last_lines, stamped
 from tilth.views.readable import Readable
 from tilth.web import data, forms, overview, pages
+
+if TYPE_CHECKING:
+    from tilth.actions.remote import Dispatched
 
 STATE_EVERY_S = 1.0
 LOG_EVERY_S = 0.4
@@ -54,7 +57,7 @@ Stopping = Callable[[], bool]
 """True once the server is stopping: every stream then ends at its next poll."""
 
 
-async def state_stream(render: Callable[[], dict[str, str]], stopping: Stopping) -> AsyncIterator[bytes]:
+async def state_stream(render: Callable[[], dict[str, str]], stopping: Stopping) -> AsyncGenerator[bytes, None]:
     """Every STATE_EVERY_S: the fragments that changed (all of them first)."""
     sent: dict[str, str] = {}
     quiet_since = time.monotonic()
@@ -102,6 +105,10 @@ class SessionParts:
         self.cache[name] = (stamp, html)
         return html
 
+    def _text(self, name: str) -> Callable[[], str]:
+        """report.md or transcript.md, as the page shows it."""
+        return lambda: pages.text(data.text_file(self.paths, name), f"no {name} yet", name == "transcript.md")
+
     def __call__(self) -> dict[str, str]:
         paths = self.paths
         s = data.summary(paths)
@@ -118,8 +125,8 @@ class SessionParts:
                                    lambda: pages.ledger(data.ledger(paths, list(titles)), titles)),
             "commits": self._cached("commits", (events, data.file_stamp(paths, "session.json")),
                                     lambda: pages.commits(paths.id, data.commits(paths))),
-            **{name.split(".")[0]: self._cached(name, data.file_stamp(paths, name), lambda name=name: pages.text(
-                data.text_file(paths, name), f"no {name} yet", name == "transcript.md")) for name in data.TEXT_FILES},
+            **{name.split(".")[0]: self._cached(name, data.file_stamp(paths, name), self._text(name))
+               for name in data.TEXT_FILES},
         }
 
 
@@ -131,15 +138,17 @@ def _identity(path: Path) -> tuple[int, int] | None:
         return None
 
 
-async def log_stream(paths: SessionPaths, resume_at: str | None, stopping: Stopping) -> AsyncIterator[bytes]:
+async def log_stream(paths: SessionPaths, resume_at: str | None, stopping: Stopping) -> AsyncGenerator[bytes, None]:
     """The session's readable lines from the end of events.jsonl, then as they are appended."""
     path = paths.events
     found = _identity(path)
-    offset = int(resume_at) if resume_at and OFFSET.match(resume_at) else None
+    asked = int(resume_at) if resume_at and OFFSET.match(resume_at) else None
     view = Readable()
-    if offset is None or found is None or offset > found[1]:
+    if asked is None or found is None or asked > found[1]:
         lines, offset, view = await asyncio.to_thread(last_lines, path, BACKLOG_LINES, False)
         yield message("lines", lines, str(offset))
+    else:
+        offset = asked
     inode = found[0] if found else None
     quiet_since = time.monotonic()
     while not stopping():
@@ -177,23 +186,19 @@ def _read(path: Path, offset: int) -> bytes:
         return b""
 
 
-async def relayed_stream(broker, sid: str, resume_at: str | None, stopping: Stopping) -> AsyncIterator[bytes]:
+async def relayed_stream(place: Dispatched, resume_at: str | None, stopping: Stopping) -> AsyncGenerator[bytes, None]:
     """A dispatched session's `lines`: the readable lines of the events its worker relayed to the broker,
     the last `BACKLOG_LINES`, then the new ones; the SSE id is the broker's stream entry id (checked), so
     a reconnecting browser resumes after it."""
     from tilth.actions.remote_read import Relayed
-    from tilth.dispatch.broker import BrokerDown
 
-    relayed = Relayed(broker, sid, stamp=True)
+    relayed = Relayed(place.broker, place.id, stamp=True)
     backlog = True
     if resume_at and STREAM_ID.match(resume_at):
         relayed.after, backlog = resume_at, False
     quiet_since = time.monotonic()
     while not stopping():
-        try:
-            lines = await asyncio.to_thread(relayed.read)
-        except BrokerDown:
-            lines = []
+        lines = await asyncio.to_thread(relayed.read, quiet=True)
         mark = relayed.after if STREAM_ID.match(relayed.after) else None
         if backlog:
             backlog = False

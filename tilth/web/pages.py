@@ -90,7 +90,7 @@ def meters(s: dict[str, Any]) -> str:
 
 def _why(t: dict[str, Any], v: dict[str, Any]) -> str:
     """The last verdict in words (a failed task: why it failed), as `tilth status` says it."""
-    return (v.get("failure") if t.get("status") == "failed" else None) or v.get("why") or v.get("last_verdict", "")
+    return str((v.get("failure") if t.get("status") == "failed" else None) or v.get("why") or v.get("last_verdict", ""))
 
 
 def waiting_since(w: dict[str, Any]) -> str:

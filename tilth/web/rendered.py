@@ -6,8 +6,12 @@ piece of text is escaped), links only where markdown-it allows them (never `java
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Sequence
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 
 
 @lru_cache(maxsize=1)
@@ -15,7 +19,8 @@ def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
 
-    def link_open(renderer, tokens, idx, options, env):
+    def link_open(renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                  env: EnvType) -> str:
         tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
         tokens[idx].attrSet("target", "_blank")
         return renderer.renderToken(tokens, idx, options, env)

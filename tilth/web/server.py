@@ -13,9 +13,13 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from tilth.core.errors import BadInput, TilthError
 from tilth.web.presence import Presence
+
+if TYPE_CHECKING:
+    import uvicorn
 
 SHUTDOWN_S = 2
 """Open event streams never end by themselves: a stop waits this long for them, then closes them."""
@@ -62,7 +66,7 @@ def url_of(sock: socket.socket, host: str) -> str:
 
 
 def serve(home: Path, host: str, port: int, token: str | None, exit_with: int | None = None,
-          echo=print) -> int:
+          echo: Callable[[str], None] = print) -> int:
     import uvicorn
 
     from tilth.web.app import make_app
@@ -108,13 +112,13 @@ def _stopped(signum: int, frame: object) -> None:
     """SIGTERM after uvicorn's graceful stop: nothing left to do but return."""
 
 
-async def _run(server, sock: socket.socket, exit_with: int | None) -> None:
+async def _run(server: uvicorn.Server, sock: socket.socket, exit_with: int | None) -> None:
     if exit_with is not None:
         asyncio.get_running_loop().create_task(_watch_parent(server, exit_with))
     await server.serve(sockets=[sock])
 
 
-async def _watch_parent(server, parent: int) -> None:
+async def _watch_parent(server: uvicorn.Server, parent: int) -> None:
     """Started by the supervisor: stop once it is gone (killed with -9 included)."""
     while os.getppid() == parent:
         await asyncio.sleep(1.0)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable
+from typing import AsyncGenerator, Callable
 
 import anyio
+from starlette.types import Receive, Scope, Send
 
 STALLED = "ASGI callable returned without completing response."
 """What uvicorn logs when a response ends unfinished: for a dropped stalled client, that is the point."""
@@ -53,10 +54,10 @@ BUSY = b"too many live streams are open; this one is refused for now\n"
 class EventStream:
     """The response of one live stream; `source` is made only once the gate lets it in."""
 
-    def __init__(self, source: Callable[[], AsyncIterator[bytes]], gate: StreamGate):
+    def __init__(self, source: Callable[[], AsyncGenerator[bytes, None]], gate: StreamGate):
         self.source, self.gate = source, gate
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.gate.enter():
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"5")]})
@@ -75,7 +76,7 @@ class EventStream:
         finally:
             self.gate.leave()
 
-    async def _pump(self, send: Callable) -> None:
+    async def _pump(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
         async with contextlib.aclosing(self.source()) as pieces:
             async for piece in pieces:
