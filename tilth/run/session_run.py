@@ -30,13 +30,14 @@ from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_
 from tilth.run.final_review import review_session
 from tilth.run.lane_cleanup import clear_lanes
 from tilth.run.lanes import run_lanes
-from tilth.run.loop import Run, after_task, attempt, in_turn, learn
+from tilth.run.loop import in_turn
 from tilth.run.outcomes import Workspace
 from tilth.run.parking import end_state
 from tilth.run.pausing import Paused
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
 from tilth.run.stacking import settle
+from tilth.run.step import Run
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -174,8 +175,7 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
 def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
     """The tasks (in turn, or in lanes with `parallel_tasks` > 1), then the final review, again
     while it adds follow-up tasks; the state the session ends in and why."""
-    tasks = (lambda: run_lanes(run, lock, attempt, after_task, learn)) if run.settings.parallel_tasks > 1 else \
-        (lambda: in_turn(run, lock))
+    tasks = (lambda: run_lanes(run, lock)) if run.settings.parallel_tasks > 1 else (lambda: in_turn(run, lock))
     try:
         while tasks() and review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
             pass  # its findings became follow-up tasks
