@@ -44,7 +44,7 @@ from tilth.run.pausing import Paused
 from tilth.run.step import Run, on_this_thread
 from tilth.store.events import document
 from tilth.store.lane_board import read_board, write_board
-from tilth.store.lock import SessionLock
+from tilth.store.lock import HeldLock
 from tilth.store.prd import Task, TaskStatus, load_current_plan, set_status
 
 document(
@@ -76,7 +76,7 @@ class Tally:
     redo_usd: float = 0.0
 
 
-def run_lanes(run: Run, lock: SessionLock) -> bool:
+def run_lanes(run: Run, lock: HeldLock) -> bool:
     """The plan's tasks in up to `parallel_tasks` lanes; False when a failure ends the session
     (`stop_on_failure`)."""
     width = run.settings.parallel_tasks
@@ -108,7 +108,7 @@ class Scheduler:
     """One run's lanes and the decisions over them, a `step(now)` at a time; `agents` runs each
     lane's work, `learning` the self-improvement step of each landed task."""
 
-    def __init__(self, run: Run, lock: SessionLock, agents: Executor, learning: Executor):
+    def __init__(self, run: Run, lock: HeldLock, agents: Executor, learning: Executor):
         self.run, self.lock, self.agents, self.learning = run, lock, agents, learning
         self.width = run.settings.parallel_tasks
         self.lanes: dict[str, Lane] = {}

@@ -19,7 +19,7 @@ from tilth.run.step import Run, attempt, begin_task
 from tilth.store.events import document
 from tilth.store.learnings import append_learnings
 from tilth.store.ledger import read_entries
-from tilth.store.lock import SessionLock
+from tilth.store.lock import HeldLock
 from tilth.store.prd import Task, load_current_plan, next_pending
 from tilth.store.progress_summary import SummarySettings, learnings_path, write_summary
 
@@ -31,7 +31,7 @@ document(
 )
 
 
-def in_turn(run: Run, lock: SessionLock) -> bool:
+def in_turn(run: Run, lock: HeldLock) -> bool:
     """The tasks one after another; False when a failure ends the session (`stop_on_failure`)."""
     while (task := pick_next(run)) is not None:
         lock.beat()

@@ -41,7 +41,7 @@ from tilth.run.step import Run
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
-from tilth.store.lock import SessionLock
+from tilth.store.lock import HeldLock, SessionLock
 from tilth.store.prd import load_current_plan
 from tilth.store.redaction import register_patterns, register_secret, scan_for_secrets
 from tilth.store.rollup import keep_rollup
@@ -172,10 +172,12 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
     return session_confinement(mode, paths, record, settings)
 
 
-def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
+def drive(run: Run, lock: HeldLock) -> tuple[SessionState, str]:
     """The tasks (in turn, or in lanes with `parallel_tasks` > 1), then the final review, again
     while it adds follow-up tasks; the state the session ends in and why."""
-    tasks = (lambda: run_lanes(run, lock)) if run.settings.parallel_tasks > 1 else (lambda: in_turn(run, lock))
+    def tasks() -> bool:
+        return run_lanes(run, lock) if run.settings.parallel_tasks > 1 else in_turn(run, lock)
+
     try:
         while tasks() and review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):
             pass  # its findings became follow-up tasks
