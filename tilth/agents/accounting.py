@@ -241,7 +241,7 @@ class Meter(Totals):
                     cache_write_tokens=usage.cache_write_tokens, completion_tokens=usage.completion_tokens,
                     total_tokens=usage.total_tokens, usage_known=usage.known, usage_problem=usage.problem,
                     latency_ms=latency_ms, cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
-        with events.serial:  # parallel tasks' lanes record into one meter
+        with events.run_lock:  # parallel tasks' lanes record into one meter (`RunLock` 2)
             self.add(role, task_id, Counted.from_event(data))  # counted as the journal line will be read back
         events.emit("model_call", task_id, iteration, **data)
         if self.after_record is not None:

@@ -10,6 +10,7 @@ no token counts.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -129,7 +130,8 @@ def journal_or_summary(src: Sources) -> str:
 
 def newest_within(rows: list[str], limit: int, header: str) -> str:
     """The newest rows that fit the budget, oldest first, with a marker for what was left out."""
-    kept, used = [], len(header) + 60
+    kept: list[str] = []
+    used = len(header) + 60
     for row in reversed(rows):
         if used + len(row) + 1 > limit and kept:
             break
@@ -168,7 +170,8 @@ def human_notes(src: Sources, task: Task) -> str:
     notes = taken_for(src.paths.dir, task.id)
     if not notes:
         return ""
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for note in reversed(notes):
         row = f"- [{note.at}] " + (f"(for {note.task}) " if note.task else "") + note.text
         if kept and used + len(row) + 1 > src.settings.human_notes_chars:
@@ -220,7 +223,7 @@ def case_block(case: Case | None) -> str:
     return "The worker's case:\n" + case.summary + "\n" + "\n".join(rows) + "\nUncertainties:\n" + "\n".join(doubts)
 
 
-def checks_block(checks: list[CheckResult], failing_before: list[str] = ()) -> str:
+def checks_block(checks: list[CheckResult], failing_before: Sequence[str] = ()) -> str:
     """The checks' results; those in `failing_before` failed the same way on the base commit."""
     if not checks:
         return ""
@@ -270,8 +273,8 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
 
 
 def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None, diff: str,
-                     history: list[LedgerEntry], checks: list[CheckResult], verifies: list[VerifyResult] = (),
-                     failing_before: list[str] = ()) -> str:
+                     history: list[LedgerEntry], checks: list[CheckResult], verifies: Sequence[VerifyResult] = (),
+                     failing_before: Sequence[str] = ()) -> str:
     s = src.settings
     return assemble(src, "evaluator", task, iteration, [
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
@@ -281,7 +284,7 @@ def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None
         ("case", case_block(case), TASK_CHARS),
         ("diff", "The diff against the branch:\n" + (diff or "(no changes)"), s.diff_chars),
         ("checks", checks_block(checks, failing_before), TASK_CHARS),
-        ("verified criteria", verifies_block(verifies), TASK_CHARS),
+        ("verified criteria", verifies_block(list(verifies)), TASK_CHARS),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
     ])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
@@ -48,7 +49,7 @@ def new_session_id() -> str:
 
 
 def create_session(repo_path: Path, prd_file: Path, session_id: str | None, base_rev: str | None,
-                   backend: BackendChoice, settings: Settings, checks: list[str] = (),
+                   backend: BackendChoice, settings: Settings, checks: Sequence[str] = (),
                    notify: Callable[[str], None] | None = None, seed_dir: Path | None = None,
                    home: Path | None = None, progress: Callable[[str], None] | None = None) -> SessionPaths:
     """`notify` gets one line per interrupted creation reclaimed on the way; `progress` a line before a
@@ -112,6 +113,7 @@ def make(paths: SessionPaths, repo: pygit2.Repository, base: pygit2.Commit, stag
     """Branch and worktree, then the session's files in the staging dir, then the rename that makes
     the session exist. Any failure undoes it all, the staging dir (the record of what to undo) last."""
     intent = staging.intent
+    assert intent is not None, "a staging dir this start made records what it makes"
     try:
         create_worktree(repo, intent.branch, base, intent.worktree_name, paths.worktree)
     except BaseException:

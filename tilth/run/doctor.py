@@ -41,15 +41,15 @@ def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
     except BadInput as exc:
         d.add(PERSON, f"{exc}")
         return d
-    if d.record.state == SessionState.archived:
+    if d.session.state == SessionState.archived:
         d.add(OK, "archived: its branch and worktree were retired; nothing to check")
         return d
     check_runner(d, locked_by_us)
     check_journal(d)
     check_baseline(d)
-    repo = open_repo(d.record.repo)
+    repo = open_repo(d.session.repo)
     if repo is None:
-        d.add(PERSON, f"the session's repository {d.record.repo} is gone or is not a git repository: restore it "
+        d.add(PERSON, f"the session's repository {d.session.repo} is gone or is not a git repository: restore it "
                       f"there, then run tilth doctor {paths.id}")
         return d
     try:
@@ -65,7 +65,7 @@ def diagnose(paths: SessionPaths, locked_by_us: bool = False) -> Diagnosis:
             d.add(PERSON, "prd.json, progress.txt and the ledger are not checked against a branch tilth did not "
                           f"leave there: put it back, then run tilth doctor {paths.id} --fix")
     except GitError as exc:
-        d.add(PERSON, f"git cannot read {d.record.branch} in {d.record.repo}: {str(exc).splitlines()[0]}")
+        d.add(PERSON, f"git cannot read {d.session.branch} in {d.session.repo}: {str(exc).splitlines()[0]}")
     return d
 
 
@@ -80,7 +80,7 @@ def process_state(pid: object) -> str:
 
 
 def check_runner(d: Diagnosis, locked_by_us: bool) -> None:
-    record, sid = d.record, d.paths.id
+    record, sid = d.session, d.paths.id
     holder = None if locked_by_us else live_holder(d.paths.lock)
     if holder is not None:
         d.add(RUNNING, f"running: pid {holder.get('pid', '?')} ({holder.get('role', '?')}) holds session.lock; only "

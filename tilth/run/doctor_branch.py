@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pygit2
+
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, read_task_commit
 from tilth.git.gitops import branch_tip, chain_from, commit_at, descends_from
@@ -32,7 +34,7 @@ def last_task_commit(d: Diagnosis) -> tuple[str, str] | None:
     return (lines[-1].commit, f"progress.txt's last line ({lines[-1].task})") if lines else None
 
 
-def holds(repo, tip: str, sha: str) -> bool:
+def holds(repo: pygit2.Repository, tip: str, sha: str) -> bool:
     """The branch holds `sha`, or `sha` is a placeholder a resume or an answer unwound (its parent is held)."""
     commit = commit_at(repo, sha)
     if commit is None:
@@ -45,14 +47,14 @@ def holds(repo, tip: str, sha: str) -> bool:
 
 
 def put_back(d: Diagnosis, sha: str) -> str:
-    record = d.record
+    record = d.session
     if (Path(record.worktree) / ".git").exists():
         return command_line(session_git_dir(record.repo, record.id), Path(record.worktree), "reset", "--keep", sha)
     return f"git -C {record.repo} update-ref refs/heads/{record.branch} {sha}"
 
 
-def check_branch(d: Diagnosis, repo) -> None:
-    record = d.record
+def check_branch(d: Diagnosis, repo: pygit2.Repository) -> None:
+    record = d.session
     branch, base = record.branch, record.base_commit
     d.tip = tip = branch_tip(repo, branch)
     last = last_task_commit(d)
@@ -73,16 +75,16 @@ def check_branch(d: Diagnosis, repo) -> None:
         return
     d.branch_ok = True
     chain = chain_from(repo, tip, base)
-    found = [read_task_commit(c) for c in chain]
-    d.commits = [c for c in reversed(found) if c is not None]
-    on_shelf = [made for _, sha in shelved(repo, record.id) if (made := read_task_commit(repo[sha])) is not None
+    read = [read_task_commit(c) for c in chain]
+    d.commits = [c for c in reversed(read) if c is not None]
+    on_shelf = [made for _, sha in shelved(repo, record.id) if (made := read_task_commit(repo[sha].peel(pygit2.Commit))) is not None
                 and made.sha not in {c.sha for c in d.commits}]
     if on_shelf and d.holder is None:
         d.add(PROBLEM, f"{plural(len(on_shelf), 'placeholder')} of a killed run wait on the shelf "
                        f"(refs/tilth/shelf/{record.id}/): --fix puts them back on top of {branch}, as tilth resume "
                        "would", "reconcile", "shelved placeholders put back on top of the branch")
     d.commits += on_shelf
-    for commit, made in zip(chain, found):
+    for commit, made in zip(chain, read):
         if made is not None:
             break
         d.loose.append(str(commit.id)[:7])
@@ -90,8 +92,8 @@ def check_branch(d: Diagnosis, repo) -> None:
     d.add(OK, f"{branch} is at {tip[:7]}: it holds its base{held}")
 
 
-def check_worktree(d: Diagnosis, repo) -> None:
-    record = d.record
+def check_worktree(d: Diagnosis, repo: pygit2.Repository) -> None:
+    record = d.session
     path, name, branch = Path(record.worktree), worktree_name(record.id), record.branch
     if path.exists() and not (path / ".git").exists():
         d.worktree_blocked = True
@@ -99,9 +101,10 @@ def check_worktree(d: Diagnosis, repo) -> None:
                       f"tilth doctor {record.id} --fix checks the worktree out again from {branch}")
         return
     if not path.exists():
+        tip = d.tip or "?"  # known once the branch is
         if d.branch_ok:
-            d.add(PROBLEM, f"the worktree {path} is gone: --fix checks it out again from {branch} ({d.tip[:7]})",
-                  "worktree", f"the worktree {path} recreated from {branch} at {d.tip[:7]}, registered as {name}")
+            d.add(PROBLEM, f"the worktree {path} is gone: --fix checks it out again from {branch} ({tip[:7]})",
+                  "worktree", f"the worktree {path} recreated from {branch} at {tip[:7]}, registered as {name}")
         else:
             d.add(PERSON, f"the worktree {path} is gone: once {branch} is back, tilth doctor {record.id} --fix "
                           "recreates it")
@@ -123,12 +126,12 @@ def check_worktree(d: Diagnosis, repo) -> None:
     d.add(OK, f"the worktree {path} is registered and on {branch}")
 
 
-def check_git_locks(d: Diagnosis, repo) -> None:
+def check_git_locks(d: Diagnosis, repo: pygit2.Repository) -> None:
     if d.holder is not None:  # a live runner's git writes take these locks
         return
-    admin = session_git_dir(d.record.repo, d.record.id)
+    admin = session_git_dir(d.session.repo, d.session.id)
     stale = [p for p in (admin / "index.lock", admin / "HEAD.lock",
-                         common_dir(repo) / "refs" / "heads" / f"{d.record.branch}.lock") if p.exists()]
+                         common_dir(repo) / "refs" / "heads" / f"{d.session.branch}.lock") if p.exists()]
     if stale:
         names = ", ".join(str(p) for p in stale)
         d.add(PROBLEM, f"stale git lock file(s) a killed writer left: {names}: --fix removes them", "git_locks",
@@ -155,7 +158,7 @@ def wanted_status(c: TaskCommit, status: TaskStatus, tip: str, answered: bool) -
 def check_statuses(d: Diagnosis) -> None:
     sid = d.paths.id
     if d.loose and d.holder is None:
-        d.add(PROBLEM, f"{d.record.branch} has {len(d.loose)} commit(s) without tilth trailers on top "
+        d.add(PROBLEM, f"{d.session.branch} has {len(d.loose)} commit(s) without tilth trailers on top "
                        f"({', '.join(d.loose)}): --fix folds them into the worktree's uncommitted changes, as tilth "
                        "resume would", "reconcile",
               f"{len(d.loose)} commit(s) without tilth trailers folded into the worktree's uncommitted changes")
@@ -171,7 +174,7 @@ def check_statuses(d: Diagnosis) -> None:
         if c is None:
             if status in (TaskStatus.done, TaskStatus.failed, TaskStatus.parked):
                 found = True
-                d.add(PERSON, f"{task.id}: prd.json says {status.value} but {d.record.branch} has no commit for it: "
+                d.add(PERSON, f"{task.id}: prd.json says {status.value} but {d.session.branch} has no commit for it: "
                               f"if it should run, set it pending with tilth plan edit {sid}")
             elif status == TaskStatus.in_progress and d.holder is None:
                 found = True
@@ -181,7 +184,7 @@ def check_statuses(d: Diagnosis) -> None:
                       f"{task.id}: interrupted task recovered as tilth resume would (committed if its last verdict "
                       "accepted, parked if it asked a question, else pending with its edits kept)")
             continue
-        want = wanted_status(c, status, d.tip, c.parked and is_answered(d.paths.dir, task.id))
+        want = wanted_status(c, status, d.tip or "", c.parked and is_answered(d.paths.dir, task.id))
         if want != status:
             found = True
             d.add(PROBLEM, f"{task.id}: prd.json says {status.value}, the branch has its {kind_of(c)} {c.sha[:7]}: "

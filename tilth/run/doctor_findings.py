@@ -4,6 +4,7 @@ collects them (a repair under a live runner or a wrong worktree becomes a person
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tilth.git.commits import TaskCommit
 from tilth.store.home import SessionPaths
@@ -32,7 +33,7 @@ class Diagnosis:
     paths: SessionPaths
     findings: list[Finding] = field(default_factory=list)
     record: SessionRecord | None = None
-    holder: dict | None = None
+    holder: dict[str, Any] | None = None
     """The live runner's lock content, when one holds session.lock."""
     tip: str | None = None
     branch_ok: bool = False
@@ -43,6 +44,12 @@ class Diagnosis:
     commits: list[TaskCommit] = field(default_factory=list)
     loose: list[str] = field(default_factory=list)
     """Commits without trailers on top of tilth's last one (an agent's or a person's), newest first."""
+
+    @property
+    def session(self) -> SessionRecord:
+        """The session's record: every check after `doctor.diagnose` has read it runs only once it has."""
+        assert self.record is not None, "session.json is read before any check"
+        return self.record
 
     def add(self, level: str, text: str, fix: str | None = None, repaired: str = "") -> None:
         if self.holder is not None and level == PROBLEM:  # nothing is repaired under a live runner

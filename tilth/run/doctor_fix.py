@@ -124,25 +124,26 @@ def _commit_of(raw: bytes) -> str | None:
 
 
 def _mark_crashed(d: Diagnosis, events: EventLog) -> None:
-    pid = d.record.pid
+    pid = d.session.pid
     reason = f"runner gone (pid {pid}): session.json still said running; recorded by tilth doctor --fix"
     set_state(d.paths, SessionState.crashed, pid=None, reason=reason)
     events.emit("doctor_crashed", pid=pid, reason=reason)
 
 
 def _recreate_worktree(d: Diagnosis) -> None:
-    repo = open_repo(d.record.repo)
-    readd_worktree(repo, worktree_name(d.record.id), Path(d.record.worktree), d.record.branch)
+    repo = open_repo(d.session.repo)
+    assert repo is not None, "diagnose found the repository"
+    readd_worktree(repo, worktree_name(d.session.id), Path(d.session.worktree), d.session.branch)
 
 
 def _reconcile(d: Diagnosis, events: EventLog) -> None:
     """resume's reconcile, without unwinding anything; only on a branch and a worktree that are
     where tilth left them (the diagnosis says so)."""
     if not (d.branch_ok and d.worktree_ok):  # only the git locks; the worktree's own go with it when it is gone
-        if (Path(d.record.worktree) / ".git").exists():
-            clear_stale_locks(open_worktree(Path(d.record.worktree), session_git_dir(d.record.repo, d.record.id)), d.record.branch)
+        if (Path(d.session.worktree) / ".git").exists():
+            clear_stale_locks(open_worktree(Path(d.session.worktree), session_git_dir(d.session.repo, d.session.id)), d.session.branch)
         return
-    ws = Workspace(d.paths, d.record, open_worktree(Path(d.record.worktree), session_git_dir(d.record.repo, d.record.id)), events)
-    check_readable(ws.repo, d.record.branch)
+    ws = Workspace(d.paths, d.session, open_worktree(Path(d.session.worktree), session_git_dir(d.session.repo, d.session.id)), events)
+    check_readable(ws.repo, d.session.branch)
     clear_lanes(ws)
     reconcile(ws, unwind_failed=False)

@@ -8,7 +8,7 @@ from tilth.run.doctor_findings import OK, PROBLEM, RUNNING, Diagnosis
 
 
 def check_lanes(d: Diagnosis) -> None:
-    record = d.record
+    record = d.session
     left = leftover_lanes(record.repo, d.paths.home, record.id)
     if not left:
         d.add(OK, "no parallel-task lane left behind")

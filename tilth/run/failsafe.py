@@ -43,7 +43,7 @@ def release_reserve(paths: SessionPaths) -> None:
 def stop_reason(exc: BaseException, paths: SessionPaths, repo: str | None = None) -> TilthError | None:
     """The one-line error that stops the session for `exc`, or None when `exc` is a crash."""
     resume = f"run `tilth resume {paths.id}`"
-    if is_disk_full(exc):
+    if isinstance(exc, OSError) and is_disk_full(exc):
         return DiskFull(f"{no_space(exc, paths.home)} and {resume}")
     if isinstance(exc, GitError):
         where = repo or _repo_of(paths)

@@ -11,7 +11,7 @@ journal (`left_out`) and the placeholder's message (`git/commits.py`).
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Literal
 
 import pygit2
 
@@ -21,6 +21,9 @@ from tilth.git.left_out import links_leaving, put_back
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.ledger import LeftOut, append_left_out
+
+Placeholder = Literal["failed", "parked", "partial"]
+"""What the left-out changes would have gone into: a FAILED or PARKED placeholder, or a lane's kept work."""
 
 document(
     {
@@ -40,7 +43,7 @@ def refused(repo: pygit2.Repository, protected: Iterable[str], may_change: Itera
 
 
 def leave_out(repo: pygit2.Repository, paths: SessionPaths, events: EventLog, protected: Iterable[str],
-              may_change: Iterable[str], task_id: str, iteration: int, placeholder: str) -> list[str]:
+              may_change: Iterable[str], task_id: str, iteration: int, placeholder: Placeholder) -> list[str]:
     """After staging, before the placeholder's commit (or the kept work's): the refused changes put
     back in the index and the worktree, and recorded; the list of what was left out."""
     found = refused(repo, protected, may_change)

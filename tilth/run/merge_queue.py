@@ -17,6 +17,10 @@ A kill before step 4's commit leaves the branch where it was: the next run's `la
 puts the worktree back and the task to pending; after it, `recovery.reconcile` finds the commit.
 A FAILED or PARKED placeholder lands the same way without the checks (it claims nothing); one
 whose partial work conflicts lands with the head's files (`placeholder_emptied`).
+
+A refused landing goes into the task's ledger for its next attempt (`note_refusal`); past the redo
+limit the task parks instead, its PARKED placeholder asking a person how it should fit (`park`).
+The caller holds the run's `RunLock` around each landing (`store/events.py`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from tilth.core.faults import checkpoint
 from tilth.git.lane_worktrees import pick_onto, reset_to, show_tree, tree_of
 from tilth.run import stacking
 from tilth.run.outcomes import Outcome, Workspace, end_task
+from tilth.run.step import Run
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import LedgerEntry, Verdict, append_entry, read_entries
 from tilth.store.prd import Task
@@ -55,7 +60,7 @@ class LaneLog(EventLog):
     def __init__(self, shared: EventLog, lane: int):
         super().__init__(shared.path)
         self.shared, self.lane = shared, lane
-        self.serial = shared.serial
+        self.run_lock = shared.run_lock
         self.spent_usd = 0.0
         """What the lane's model calls cost (the report's cost of redos)."""
 
@@ -88,9 +93,9 @@ class Landing:
     """The conflicting paths, or the failing checks."""
 
 
-def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
-    """Land one lane's outcome on the session branch (`run`: the session's `loop.Run`)."""
-    ws: Workspace = run.ws
+def land(run: Run, lane: int, task: Task, result: LaneResult) -> Landing:
+    """Land one lane's outcome on the session branch (`run`: the session's)."""
+    ws = run.ws
     log = LaneLog(ws.events, lane)
     entry = result.entry
     onto = stacking.floor_of(ws) if result.outcome == "done" else ws.tip  # a task commit goes below the placeholders
@@ -120,7 +125,7 @@ def land(run: Any, lane: int, task: Task, result: LaneResult) -> Landing:
     return Landing(sha)
 
 
-def failing_checks(run: Any, task: Task, iteration: int, log: EventLog) -> list[str]:
+def failing_checks(run: Run, task: Task, iteration: int, log: EventLog) -> list[str]:
     """The session's checks on the merged tree in the session worktree: the ones that block (a
     failure the base commit did not have), as `command (exit N)`."""
     if not run.checks.commands:
@@ -151,3 +156,19 @@ def note_refusal(ws: Workspace, task: Task, landing: Landing, lane: int, redo: i
     LaneLog(ws.events, lane).emit("verdict", task.id, iteration, verdict="reject", category=landing.refused,
                                   concern=concern, redo=redo)
     return iteration
+
+
+def park(ws: Workspace, lane: int, task: Task, landing: Landing, refusals: int) -> tuple[int, str]:
+    """The task's change was refused `refusals` times: its PARKED placeholder on the session branch, with
+    a question for a person. The attempt's number and the placeholder's sha."""
+    iteration = len(read_entries(ws.paths.ledger_dir, task.id)) + 1
+    question = (f"{task.id}'s change was accepted {refusals} times but could not land on the session "
+                f"branch ({landing.refused}: {', '.join(landing.what[:10])}). How should it fit with the "
+                "other tasks' work?")
+    entry = LedgerEntry(iter=iteration, diff_summary="(did not land)", case=None,
+                        verdict=Verdict(verdict="needs_human", category=landing.refused, question=question,
+                                        concern=question))
+    append_entry(ws.paths.ledger_dir, task.id, entry)
+    sha = end_task(replace(ws, events=LaneLog(ws.events, lane)), task, "parked", entry)
+    ws.tip = sha
+    return iteration, sha

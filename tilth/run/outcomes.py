@@ -23,7 +23,7 @@ from tilth.core.faults import checkpoint
 from tilth.git.commits import done_message, failed_message, parked_message
 from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
                               soft_reset, stage_all)
-from tilth.run.keeping import leave_out
+from tilth.run.keeping import Placeholder, leave_out
 from tilth.run.secret_gate import Added, withhold
 from tilth.store.answers import record_question
 from tilth.store.daily_memory import agent_label, note_outcome
@@ -78,7 +78,7 @@ class Workspace:
         recorded = self.record.settings.get("protected_paths")
         return [str(p) for p in recorded] if isinstance(recorded, list) else []
 
-    def leave_out(self, task: Task, iteration: int, placeholder: str) -> list[str]:
+    def leave_out(self, task: Task, iteration: int, placeholder: Placeholder) -> list[str]:
         """The staged changes the task may not keep, put back before a placeholder (`run/keeping.py`)."""
         return leave_out(self.repo, self.paths, self.events, self.protected_paths(), task.may_change, task.id,
                          iteration, placeholder)
@@ -127,7 +127,7 @@ class Ending:
     commit_event: str
     ended_event: str
     status: TaskStatus
-    placeholder: str | None
+    placeholder: Placeholder | None
     """What a placeholder is called (`run/keeping.py` leaves out what the task may not keep); None for a task commit."""
 
 

@@ -11,6 +11,8 @@ retry's attempts start from zero; the answer is a channel of its prompts.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tilth.run.outcomes import Workspace
 from tilth.store.answers import exchanges, last_question, same_question
 from tilth.store.events import document
@@ -34,7 +36,7 @@ def take_answers(ws: Workspace) -> list[str]:
     return unpark_answered(ws.paths, ws.events)
 
 
-def still_asking(session_dir, task_id: str, entry: LedgerEntry) -> bool:
+def still_asking(session_dir: Path, task_id: str, entry: LedgerEntry) -> bool:
     """The ledger's last entry parks the task and nobody has answered it yet (a retry after the
     answer starts with that entry still last)."""
     if not entry.verdict.parks:
@@ -43,7 +45,7 @@ def still_asking(session_dir, task_id: str, entry: LedgerEntry) -> bool:
     return not (asked is not None and asked.iter == entry.iter and asked.answer is not None)
 
 
-def no_second_park(session_dir, task_id: str, verdict: Verdict) -> Verdict:
+def no_second_park(session_dir: Path, task_id: str, verdict: Verdict) -> Verdict:
     """A question already answered for this task is not asked again: it becomes a rejection that
     carries the answer, so the task cannot wait twice on one question."""
     if not verdict.parks:

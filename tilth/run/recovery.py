@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pygit2
+
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, branch_task_commits, worker_commits
 from tilth.git.gitops import branch_tip, clear_stale_locks, descends_from, soft_reset
@@ -69,7 +71,7 @@ def fold_worker_commits(ws: Workspace, task_id: str | None, iteration: int | Non
     one commit (and of the diff the evaluator sees)."""
     made = worker_commits(ws.repo, ws.record.base_commit)
     if made:
-        parent = ws.repo[made[-1]].parents
+        parent = ws.repo[made[-1]].peel(pygit2.Commit).parents
         target = str(parent[0].id) if parent else ws.record.base_commit
         soft_reset(ws.repo, target)
         ws.events.emit("worker_commits_folded", task_id, iteration, shas=made, onto=target)
@@ -189,7 +191,7 @@ def remember_lost(ws: Workspace, commits: list[TaskCommit]) -> None:
         if c.parked:  # not an outcome: the task goes on once answered
             note(session_dir, [c.first])
             continue
-        made = datetime.fromtimestamp((ws.repo.get(c.first) or ws.repo[c.sha]).commit_time).astimezone()
+        made = datetime.fromtimestamp((ws.repo.get(c.first) or ws.repo[c.sha]).peel(pygit2.Commit).commit_time).astimezone()
         written = not has_line(ws.paths.home, ws.record.id, c.task_id, not c.failed, made)
         if written:
             note_outcome(session_dir, ws.paths.home, ws.record.id, c.task_id, c.title, not c.failed, c.first, agent)

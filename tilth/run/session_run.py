@@ -32,17 +32,18 @@ from tilth.run.failsafe import keep_reserve, not_started, release_reserve, stop_
 from tilth.run.final_review import review_session
 from tilth.run.lane_cleanup import clear_lanes
 from tilth.run.lanes import run_lanes
-from tilth.run.loop import Run, after_task, attempt, in_turn, learn
+from tilth.run.loop import in_turn
 from tilth.run.outcomes import Workspace
 from tilth.run.parking import end_state
 from tilth.run.pausing import Paused
 from tilth.run.recording import Recorder
 from tilth.run.recovery import reconcile
 from tilth.run.stacking import settle
+from tilth.run.step import Run
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
-from tilth.store.lock import SessionLock
+from tilth.store.lock import HeldLock, SessionLock
 from tilth.store.prd import load_current_plan
 from tilth.store.redaction import register_patterns, register_secret, scan_for_secrets
 from tilth.store.rollup import keep_rollup
@@ -173,12 +174,11 @@ def confine(paths: SessionPaths, record: SessionRecord, settings: Settings, even
     return session_confinement(mode, paths, record, settings)
 
 
-def drive(run: Run, lock: SessionLock) -> tuple[SessionState, str]:
+def drive(run: Run, lock: HeldLock) -> tuple[SessionState, str]:
     """The tasks (in turn, or in lanes with `parallel_tasks` > 1), then the final review, again
     while it adds follow-up tasks; the state the session ends in and why."""
     def tasks() -> bool:
-        return run_lanes(run, lock, attempt, after_task, learn) if run.settings.parallel_tasks > 1 else \
-            in_turn(run, lock)
+        return run_lanes(run, lock) if run.settings.parallel_tasks > 1 else in_turn(run, lock)
 
     try:
         while tasks() and review_session(run.ws, run.backend, run.settings, run.sources, run.sandbox):

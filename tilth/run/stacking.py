@@ -104,7 +104,7 @@ def take(ws: Workspace, task_id: str) -> None:
     sha = dict(shelved(ws.repo, rid)).get(task_id)
     if sha is None:
         return
-    work = kept_off(ws.repo[sha]) or sha
+    work = kept_off(ws.repo[sha].peel(pygit2.Commit)) or sha
     ref = partial_ref(rid, task_id)
     ws.repo.references.create(ref, ws.repo[work].id, force=True)
     ws.events.emit("placeholder_taken", task_id, sha=sha, partial=work, ref=ref)
@@ -131,7 +131,7 @@ def raise_shelf(ws: Workspace, task_id: str | None = None) -> None:
             ref = partial_ref(rid, shelved_task)
             new, conflicts = reapply(ws.repo, branch, sha, tip, ref)
             if conflicts:
-                ws.repo.references.create(ref, ws.repo[kept_off(ws.repo[new]) or sha].id, force=True)
+                ws.repo.references.create(ref, ws.repo[kept_off(ws.repo[new].peel(pygit2.Commit)) or sha].id, force=True)
             ws.tip = new
             ws.events.emit("placeholder_reapplied", shelved_task, was=sha, sha=new, onto=tip, kept_off=conflicts,
                            ref=ref if conflicts else None)

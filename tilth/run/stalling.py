@@ -33,7 +33,7 @@ def same_concern(a: str, b: str) -> bool:
     return left == right or SequenceMatcher(None, left, right).ratio() >= SIMILAR
 
 
-def repeats(verdict: Verdict, diff_sha: str, previous: LedgerEntry, previous_diff_sha: str | None) -> str | None:
+def repeats(verdict: Verdict, diff_sha: str | None, previous: LedgerEntry, previous_diff_sha: str | None) -> str | None:
     """What this rejection repeats of the previous attempt's (`concern` or `diff`), or None."""
     if verdict.verdict != "reject" or previous.verdict.verdict != "reject":
         return None
@@ -64,7 +64,8 @@ def break_stall(diffs: dict[int, str], stall_after: int, events: EventLog, task_
     diffs[iteration] = diff_sha
     if stall_after < 2:
         return verdict
-    count, current, current_sha, what = 1, verdict, diff_sha, None
+    current_sha: str | None = diff_sha
+    count, current, what = 1, verdict, None
     for previous in reversed(entries):
         same = repeats(current, current_sha, previous, diffs.get(previous.iter))
         if same is None:

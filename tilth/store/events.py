@@ -65,6 +65,32 @@ class AppendHook(Protocol):
     def appended(self, kind: str) -> None: ...
 
 
+class RunLock:
+    """The one lock a session's run shares between its main thread and its lanes' threads
+    (`run/lanes.py`); its journal holds it (`EventLog.run_lock`), so every part of the run reaches it.
+    Held:
+
+    1. by `EventLog.emit`: one event at a time, from its journal line to its last listener (the
+       roll-up, the transcript, notifications, and a dispatched session's push at the event);
+    2. by `agents/accounting.Meter.record`: while a model call is added to the session's totals;
+    3. by the merge queue (`run/lanes.py`): from a landing's first write to the session branch or
+       worktree to its last, and while a retried task's placeholder leaves the branch, so no event a
+       lane's thread emits meanwhile, nor the push a dispatched session makes at it, sees the branch
+       or the worktree half moved.
+
+    Reentrant: a landing's own events take it again in the same thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> RunLock:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+
 class EventLog:
     def __init__(self, path: Path, echo: Callable[[dict[str, Any]], None] | None = None):
         self.path = path
@@ -72,13 +98,13 @@ class EventLog:
         self.keeper: AppendHook | None = None
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         """Called with each event once it is in the journal (the transcript, notifications)."""
-        self.serial = threading.RLock()
-        """One event at a time, journal line to last listener (parallel tasks emit from their lanes' threads)."""
+        self.run_lock = RunLock()
+        """Held from each event's journal line to its last listener; what else it guards: `RunLock`."""
 
     def emit(self, type: str, task: str | None = None, iter: int | None = None, **data: Any) -> None:
         if type not in DOCUMENTED:
             raise ValueError(f"event type {type!r} is not documented; call events.document() in its module")
-        with self.serial:
+        with self.run_lock:
             event = {"ts": iso_ms(), "type": type, "task": task, "iter": iter, "data": data}
             append_jsonl(self.path, event, sync=type not in UNSYNCED)
             if self.keeper is not None:
