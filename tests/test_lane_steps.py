@@ -63,7 +63,16 @@ class Session:
         self.lock = SessionLock(self.paths.lock, self.paths.id).__enter__()
         self.run: Run = prepare(self.paths, self.settings, StopFlag(), False, EventLog(self.paths.events))
         self.pool = Held()
-        self.scheduler = Scheduler(self.run, self.lock, self.pool, self.pool)
+        self.at = 0.0
+        """The time the test steps at: the scheduler reads it again after a landing (a landing takes no time here)."""
+        self.scheduler = Scheduler(self.run, self.lock, self.pool, self.pool, clock=lambda: self.at)
+        stepped = self.scheduler.step
+
+        def step(now: float) -> bool:
+            self.at = now
+            return stepped(now)
+
+        self.scheduler.step = step  # type: ignore[method-assign]
 
     def lanes(self) -> dict[str, int]:
         """The running lanes: task -> redo."""

@@ -30,7 +30,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Callable
 
 from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.lane_worktrees import remove_lanes_root, reset_to
@@ -108,8 +108,11 @@ class Scheduler:
     """One run's lanes and the decisions over them, a `step(now)` at a time; `agents` runs each
     lane's work, `learning` the self-improvement step of each landed task."""
 
-    def __init__(self, run: Run, lock: HeldLock, agents: Executor, learning: Executor):
+    def __init__(self, run: Run, lock: HeldLock, agents: Executor, learning: Executor,
+                 clock: Callable[[], float] = time.monotonic):
         self.run, self.lock, self.agents, self.learning = run, lock, agents, learning
+        self.clock = clock
+        """The steps' time, read again after each landing: a landing's checks count in its lane's time."""
         self.width = run.settings.parallel_tasks
         self.lanes: dict[str, Lane] = {}
         self.redos: dict[str, int] = {}
@@ -125,13 +128,13 @@ class Scheduler:
 
     def drive(self) -> bool:
         try:
-            while self.step(time.monotonic()):
+            while self.step(self.clock()):
                 if self.lanes:
                     wait([lane.future for lane in self.lanes.values()], timeout=POLL_S, return_when=FIRST_COMPLETED)
                 else:
                     self.run.stop.sleep(0.5)  # another session's lanes hold every slot
         except BaseException as exc:
-            self.stop_lanes(exc, time.monotonic())
+            self.stop_lanes(exc, self.clock())
         finally:
             self.agents.shutdown(wait=True)
             self.learning.shutdown(wait=True)
@@ -233,8 +236,9 @@ class Scheduler:
         with run.ws.events.run_lock:  # `RunLock` 3: nothing (a dispatched session's push at an event) sees a landing half done
             landing = land(run, lane.number, task, result)
         lane_partials.forget(run.ws, task.id)  # landed, or refused: its redo starts clean on the new head
-        seconds = now - lane.began
-        self.tally.ended = now
+        landed = self.clock()
+        seconds = landed - lane.began
+        self.tally.ended = landed
         if landing.sha is None:
             self.refused(lane, landing, seconds)
             return
