@@ -17,6 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
+from typing import Any
 
 import orjson
 
@@ -81,11 +82,12 @@ class Sheet:
     prices: tuple[tuple[tuple[time, time] | None, Rates], ...]
 
     @classmethod
-    def from_json(cls, sheet: dict) -> Sheet:
+    def from_json(cls, sheet: dict[str, Any]) -> Sheet:
         source = f"genai-prices: {sheet['provider']} {sheet['model']}"
 
-        def rates(values: list, tiers: list) -> Rates:
-            return Rates(*map(float, values[:4]), source, float(values[4]),
+        def rates(values: list[float], tiers: list[tuple[int, list[float]]]) -> Rates:
+            prompt, completion, cached, written, per_call = map(float, values[:5])
+            return Rates(prompt, completion, cached, written, source, per_call,
                          tuple((int(start), rates(more, [])) for start, more in tiers))
 
         return cls(tuple((None if entry["window"] is None else
@@ -177,8 +179,10 @@ def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
             from tilth.agents.backends.presets import codex_model
 
             found.append((codex_model(settings) or "", None, "-m in TILTH_CODEX_ARGS"))
-    seen: set[str] = set()
-    return [entry for entry in found if not (entry[0] in seen or seen.add(entry[0]))]
+    first: dict[str, tuple[str, str | None, str]] = {}
+    for entry in found:
+        first.setdefault(entry[0], entry)
+    return list(first.values())
 
 
 def unpriced(settings: Settings) -> list[tuple[str, str]]:

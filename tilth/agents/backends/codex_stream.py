@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone, tzinfo
+from typing import Any
 
 from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
 
@@ -36,7 +37,7 @@ class CodexStream:
         self._local_tz = local_tz
         self._failure: str | None = None
 
-    def feed(self, event: dict) -> list[Step]:
+    def feed(self, event: dict[str, Any]) -> list[Step]:
         self._report.events += 1
         kind = event.get("type")
         if kind == "thread.started":
@@ -61,7 +62,7 @@ class CodexStream:
         report.limit = self._limit_of(self._failure) if self._failure else None
         return report
 
-    def _item(self, item: dict, completed: bool) -> list[Step]:
+    def _item(self, item: dict[str, Any], completed: bool) -> list[Step]:
         kind, item_id = item.get("type"), item.get("id")
         if kind == "command_execution":
             text = str(item.get("command", ""))
@@ -83,7 +84,7 @@ class CodexStream:
             return [Step("error", cut(item.get("message", "")), item_id)]
         return []
 
-    def _add_usage(self, usage: dict) -> None:
+    def _add_usage(self, usage: dict[str, Any]) -> None:
         report = self._report
         if "input_tokens" in usage:
             report.prompt_tokens = (report.prompt_tokens or 0) + int(usage["input_tokens"] or 0)
