@@ -23,6 +23,7 @@ import orjson
 
 from tilth.agents import price_library
 from tilth.agents.price_library import MILLION, sheet_here
+from tilth.core.clock import utc_now
 from tilth.core.config import PRESETS, Price, Settings
 from tilth.core.errors import BadInput
 
@@ -95,7 +96,7 @@ class Sheet:
                           rates(entry["rates"], entry["tiers"])) for entry in sheet["prices"]))
 
     def at(self, moment: datetime | None = None) -> Rates:
-        now = (moment or datetime.now(tz=UTC)).astimezone(UTC).time()
+        now = (moment or utc_now()).astimezone(UTC).time()
         for window, rates in self.prices:
             if window is None or _within(now, *window):
                 return rates

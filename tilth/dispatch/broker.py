@@ -17,7 +17,6 @@ and renewed or released only by its holder (compare-and-act in one Lua call).
 from __future__ import annotations
 
 import socket
-import time
 from types import TracebackType
 from typing import Any
 
@@ -27,6 +26,7 @@ from redis.typing import EncodableT, FieldT
 from rq import Callback, Queue, Retry
 from rq.job import Job
 
+from tilth.core.clock import wall
 from tilth.core.dispatching import Dispatch
 from tilth.dispatch.jobdata import JOB_FUNCTION, SERIALIZER, TilthJob, check_remote
 from tilth.dispatch.signing import job_signature, load_secret
@@ -137,7 +137,7 @@ class Broker:
             pipe.execute()
 
     def set_state(self, session_id: str, fields: dict[str, Any]) -> None:
-        self.redis.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": time.time()}))
+        self.redis.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": wall()}))
 
     def state(self, session_id: str) -> dict[str, Any] | None:
         raw = self.redis.hgetall(self.key("session", session_id))
@@ -225,7 +225,7 @@ def job_failed(job: Job, connection: redis.Redis, exc_type: type[BaseException] 
     if current is not None and reply_text(current) != job.id:
         return  # a job another one superseded (queued again by a sweep or a resume)
     connection.hset(Broker.key("session", session_id), mapping=_flat({
-        "state": "crashed", "worker": "", "updated": time.time(),
+        "state": "crashed", "worker": "", "updated": wall(),
         "reason": f"no worker could finish it ({exc_type.__name__ if exc_type else 'abandoned'}; takeovers used "
                   f"up); `tilth resume {session_id}` queues it again"}))
 

@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 
+from tilth.core.clock import wall
 from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue
 from tilth.run.stopflag import StopFlag
 
@@ -112,7 +113,7 @@ def sweep(broker: Broker) -> list[str]:
             updated = float(state.get("updated") or 0)
         except ValueError:
             updated = 0.0
-        if time.time() - updated < broker.dispatch.lease_s:
+        if wall() - updated < broker.dispatch.lease_s:
             continue  # a worker that just took it has not said so yet
         claim = broker.key("sweep", session_id)
         if not broker.redis.set(claim, b"1", nx=True, px=int(broker.dispatch.lease_s * 1000)):

@@ -17,7 +17,7 @@ from typing import Any
 from tilth.agents.accounting import Meter, Usage, call_cost
 from tilth.agents.backends.openai_sdk import import_openai
 from tilth.agents.protocol import UsageLimited
-from tilth.core.clock import utc_now
+from tilth.core.clock import utc_now, wall
 from tilth.core.config import Settings
 from tilth.core.errors import TilthError
 from tilth.store.events import EventLog, document
@@ -79,7 +79,7 @@ def _retry_after(exc: Exception) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         moment = email.utils.parsedate_to_datetime(value)
-        return max(0.0, moment.timestamp() - time.time()) if moment else None
+        return max(0.0, moment.timestamp() - wall()) if moment else None
 
 
 def _classify(exc: Exception) -> tuple[str, int | None, bool]:

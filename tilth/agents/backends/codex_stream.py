@@ -23,6 +23,7 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any
 
 from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
+from tilth.core.clock import local_now
 
 _USAGE_LIMIT = re.compile(r"hit your usage limit", re.IGNORECASE)
 _RATE_LIMITED = re.compile(r"\blast status: 429\b")
@@ -115,7 +116,7 @@ class CodexStream:
                 clock = datetime.strptime(when, "%I:%M %p")
             except ValueError:
                 return None
-            today = datetime.now(self._local_tz) if self._local_tz else datetime.now()
+            today = local_now(self._local_tz)
             moment = today.replace(hour=clock.hour, minute=clock.minute, second=0, microsecond=0, tzinfo=None)
         local = moment.replace(tzinfo=self._local_tz) if self._local_tz else moment.astimezone()
         return local.astimezone(timezone.utc)
