@@ -1,7 +1,11 @@
 """How long a person waits for the commands that do almost nothing: `tilth --help`,
 `tilth --version` and `tilth status` on a home without sessions. Each is a fresh
 interpreter, so the table also shows `python -c pass`, the interpreter's own start, which no
-change to tilth can remove. Target: under 150 ms each (median and max over the runs).
+change to tilth can remove. Targets (issue 40): `tilth --help` under 100 ms, `--version` and
+`tilth status` on an empty home under 150 ms (median; the max is shown). The commands run as an
+installed tilth does, from compiled `.pyc` files: the warm-up writes them even where
+PYTHONDONTWRITEBYTECODE is set (it is dropped for the timed runs; without them every module is
+compiled from source on every start, about twice the time).
 
     python -m bench.cold_start [--runs 10]
 """
@@ -17,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_S = 0.150
+TARGET_S = {"python -m tilth --help": 0.100, "tilth --help (console script)": 0.100, "tilth --version": 0.150,
+            "tilth status (empty home)": 0.150}
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
@@ -48,7 +53,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TILTH_")}, "TILTH_HOME": str(home)}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TILTH_") and k != "PYTHONDONTWRITEBYTECODE"},
+               "TILTH_HOME": str(home)}
         rows = cases(home)
         for _, argv, _ in rows:  # warm the page cache and the .pyc files before timing
             wall(argv, env)
@@ -57,12 +63,14 @@ def main() -> int:
             for label, argv, _ in rows:
                 times[label].append(wall(argv, env))
     print(f"{'cold start':<32} {'median ms':>10} {'max ms':>8} {'target':>7}")
+    missed = False
     for label, _, judged in rows:
-        median, worst = statistics.median(times[label]), max(times[label])
-        over = "" if not judged else "  OVER" if median >= TARGET_S else "  (max over)" if worst >= TARGET_S else ""
-        target = f"{TARGET_S * 1000:.0f}" if judged else "-"
+        median, worst, limit = statistics.median(times[label]), max(times[label]), TARGET_S.get(label) if judged else None
+        over = "" if limit is None else "  OVER" if median >= limit else "  (max over)" if worst >= limit else ""
+        missed |= over == "  OVER"
+        target = f"{limit * 1000:.0f}" if limit is not None else "-"
         print(f"{label:<32} {median * 1000:>10.0f} {worst * 1000:>8.0f} {target:>7}{over}")
-    return 0
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ GITHUB_TOKEN = "ghp_" + "".join(_rng.choices(string.ascii_letters + string.digit
 def scanning(monkeypatch):
     monkeypatch.setattr(redaction, "_scanning", True)
     monkeypatch.setattr(redaction, "_clean_values", {})
+    monkeypatch.setattr(redaction, "_documents", {}, raising=False)
 
 
 def plan(tasks: int, extra: dict | None = None) -> list[dict]:
@@ -65,3 +66,32 @@ def test_journal_lines_are_not_remembered(tmp_path, scanning):
 
     append_jsonl(tmp_path / "events.jsonl", {"ts": "2026-11-26T00:00:00Z", "type": "x", "data": {"a": "words"}})
     assert not redaction._clean_values
+
+
+def test_a_big_plan_rewritten_with_one_status_flipped_scans_only_that_line(tmp_path, scanning):
+    """A status flip in a plan too big for the remembered values (a 10,000-task plan holds more than
+    `CLEAN_VALUES_KEPT`) scans the changed line, not the plan again: the write's cost stays flat."""
+    path = tmp_path / "prd.json"
+    tasks = plan(1500, {"status": "pending"})
+    write_json(path, tasks)
+    assert path.stat().st_size > 64 * 1024  # a document big enough to be kept (`DIFF_FROM`)
+    redaction._clean_values.clear()  # as when the plan's values outnumber what is remembered
+    tasks[700]["status"] = "in_progress"
+    write_json(path, tasks)
+    assert set(redaction._clean_values) == {hash("in_progress")}, "only the changed line's value was scanned"
+    assert orjson.loads(path.read_bytes()) == tasks
+
+
+def test_a_secret_on_a_changed_line_of_a_big_plan_is_redacted(tmp_path, scanning):
+    path = tmp_path / "prd.json"
+    tasks = plan(1500, {"status": "pending"})
+    write_json(path, tasks)
+    tasks[3]["description"] = f"token = {GITHUB_TOKEN}"
+    tasks[900]["status"] = "done"
+    tasks.append({"id": "T-1500", "title": f"pw {GITHUB_TOKEN}", "description": "d", "status": "pending"})
+    for _ in range(2):
+        write_json(path, tasks)
+        assert GITHUB_TOKEN not in path.read_text()
+        written = orjson.loads(path.read_bytes())
+        assert written[3]["description"] == "token = [redacted]" and written[1500]["title"] == "pw [redacted]"
+        assert written[900]["status"] == "done"

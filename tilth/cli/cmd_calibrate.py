@@ -5,10 +5,11 @@ false-accept and false-reject rates, cost and time per verdict. The handler only
 from __future__ import annotations
 
 import argparse
-import json
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    import json
+
     from tilth.cli import calibrate
     from tilth.cli.backend_choice import backend_choice
     from tilth.core.settings_load import load_settings

@@ -10,7 +10,9 @@ table in `tilth status`): it writes to `unguarded(stream)` and hands every cell 
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: every `tilth` command imports this module, few need typing
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 _CONTROLS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]
 _BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]

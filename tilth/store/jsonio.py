@@ -41,7 +41,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(redact(data, rewritten=True))
+                f.write(redact(data, rewritten=str(path)))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)

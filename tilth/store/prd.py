@@ -90,6 +90,14 @@ class _Kept:
     tasks: list[Task]
     raw: list[Any] | None = None
     """The file as `json` parsed it (for a status write), once a write needed it."""
+    positions: dict[str, int] | None = None
+    """Each task's index in `tasks` (and `raw`), once a write needed it: a status write finds its tasks
+    without walking a long plan."""
+
+    def position(self) -> dict[str, int]:
+        if self.positions is None:
+            self.positions = {task.id: at for at, task in enumerate(self.tasks)}
+        return self.positions
 
 
 _kept: dict[Path, _Kept] = {}
@@ -141,9 +149,17 @@ def _changed(exc: BadInput) -> PlanChanged:
 
 
 def next_pending(tasks: list[Task]) -> Task | None:
-    """The first pending task whose dependencies are all done."""
-    done = {t.id for t in tasks if t.status == TaskStatus.done}
-    return next((t for t in tasks if t.status == TaskStatus.pending and all(d in done for d in t.depends_on)), None)
+    """The first pending task whose dependencies are all done (the done tasks gathered only when a
+    pending task has any: a long plan is walked once at most)."""
+    done: set[str] | None = None
+    for task in tasks:
+        if task.status != TaskStatus.pending:
+            continue
+        if task.depends_on and done is None:
+            done = {t.id for t in tasks if t.status == TaskStatus.done}
+        if done is None or all(d in done for d in task.depends_on):
+            return task
+    return None
 
 
 @contextmanager
@@ -168,10 +184,11 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
                 _kept[path] = kept
         except BadInput as exc:
             raise _changed(exc) from None
-        undo = []
-        for item in kept.raw:
-            new = changes.get(item.get("id"))
-            if new is not None and item.get("status") != new.value:
+        undo, positions = [], kept.position()
+        for task_id, new in changes.items():
+            at = positions.get(task_id)
+            item = kept.raw[at] if at is not None else None
+            if item is not None and item.get("status") != new.value:
                 undo.append((item, item.get("status", _MISSING)))
                 item["status"] = new.value
         if not undo:
@@ -185,8 +202,11 @@ def set_statuses(path: Path, changes: dict[str, TaskStatus]) -> None:
                 else:
                     item["status"] = old
             raise
-        tasks = [dataclasses.replace(t, status=changes[t.id]) if t.id in changes else t for t in kept.tasks]
-        _kept[path] = _Kept(_identity(path.stat()), tasks, kept.raw)
+        tasks = list(kept.tasks)
+        for task_id, new in changes.items():
+            if (at := positions.get(task_id)) is not None:
+                tasks[at] = dataclasses.replace(tasks[at], status=new)
+        _kept[path] = _Kept(_identity(path.stat()), tasks, kept.raw, positions)
 
 
 def _dump(raw: list[Any]) -> bytes:

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from functools import cache
+from itertools import islice
 from pathlib import Path
 from typing import Callable
 
@@ -79,13 +80,16 @@ def key_learnings(paths: SessionPaths, plan: list[Task], limit: int,
 
 
 def _table(plan: list[Task], rows: int, attempts: Callable[[str], int]) -> list[str]:
-    """Unfinished tasks first claim the rows, then the most recently listed done ones."""
-    unfinished = [t for t in plan if t.status != TaskStatus.done][:rows]
-    done = [t for t in plan if t.status == TaskStatus.done]
+    """Unfinished tasks first claim the rows, then the most recently listed done ones (found from
+    either end, so a long plan is not walked whole)."""
+    unfinished = list(islice((at for at, t in enumerate(plan) if t.status != TaskStatus.done), rows))
     room = rows - len(unfinished)
-    shown = {t.id for t in unfinished} | {t.id for t in (done[-room:] if room > 0 else [])}
+    last = len(plan) - 1
+    done = list(islice((last - back for back, t in enumerate(reversed(plan)) if t.status == TaskStatus.done), room)) \
+        if room > 0 else []
+    shown = sorted(set(unfinished) | set(done))
     lines = ["| ID | Title | Status | Attempts |", "|---|---|---|---|"]
-    lines += [f"| {t.id} | {t.title} | {MARKS[t.status]} | {attempts(t.id)} |" for t in plan if t.id in shown]
+    lines += [f"| {t.id} | {t.title} | {MARKS[t.status]} | {attempts(t.id)} |" for t in (plan[at] for at in shown)]
     if len(plan) > len(shown):
         lines.append(f"[... {len(plan) - len(shown)} more tasks not listed ...]")
     return lines
@@ -99,22 +103,24 @@ def build_summary(paths: SessionPaths, settings: SummarySettings = SummarySettin
     def attempts(task_id: str) -> int:
         return len(read_entries(paths.ledger_dir, task_id))
 
-    done = sum(t.status == TaskStatus.done for t in plan)
-    failed = [t for t in plan if t.status == TaskStatus.failed]
-    current = next((t for t in plan if t.status == TaskStatus.in_progress), None) \
-        or next((t for t in plan if t.status == TaskStatus.pending), None)
+    by_status: dict[TaskStatus, list[Task]] = {status: [] for status in TaskStatus}
+    for task in plan:  # one pass: a plan can hold 20,000 tasks and this runs after every task
+        by_status[task.status].append(task)
+    done, failed, parked = len(by_status[TaskStatus.done]), by_status[TaskStatus.failed], by_status[TaskStatus.parked]
+    current = next(iter(by_status[TaskStatus.in_progress] or by_status[TaskStatus.pending]), None)
     out = ["# Progress summary", "", f"Completed: {done}/{len(plan)} tasks"]
     out.append(f"Current: {current.id} (attempt {attempts(current.id) + 1})" if current else "Current: none")
     out.append("Failed: " + (", ".join(t.id for t in failed) if failed else "none"))
-    if parked := [t.id for t in plan if t.status == TaskStatus.parked]:
-        out.append("Parked (waiting for a person's answer): " + ", ".join(parked))
+    if parked:
+        out.append("Parked (waiting for a person's answer): " + ", ".join(t.id for t in parked))
     learnings = key_learnings(paths, plan, settings.learnings, progress)
     out += ["", "## Key learnings", *([f"- {item}" for item in learnings] or ["- none recorded yet"])]
     out += ["", f"## Recent outcomes (last {settings.recent_tasks})"]
-    by_id = {t.id: t for t in plan}
-    for line in progress[-settings.recent_tasks:][::-1] if settings.recent_tasks else []:
+    recent = progress[-settings.recent_tasks:][::-1] if settings.recent_tasks else []
+    in_plan = {line.task for line in recent} & {t.id for t in plan} if recent else set()
+    for line in recent:
         out.append(f"### {line.task}: {line.title} ({line.outcome}, {line.iterations} attempt(s))")
-        entries = read_entries(paths.ledger_dir, line.task) if line.task in by_id else []
+        entries = read_entries(paths.ledger_dir, line.task) if line.task in in_plan else []
         if entries and entries[-1].case:
             out.append(f"- Summary: {' '.join(entries[-1].case.summary.split())[:400]}")
         if entries:

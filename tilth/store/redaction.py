@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import re
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING: `tilth --help` imports this module, never typing
+if TYPE_CHECKING:
+    from typing import Callable
+
 MARK = b"[redacted]"
 _secrets: set[bytes] = set()
 _patterns: list[re.Pattern[bytes]] = []
@@ -27,6 +31,17 @@ _clean_values: dict[int, None] = {}
 """Hashes of JSON string values the detectors found nothing in: a state file rewritten after every
 task (prd.json, summary.json) scans only the values it did not hold before, not the whole plan again."""
 CLEAN_VALUES_KEPT = 8192
+_documents: dict[str, bytes] = {}
+"""Per rewritten file, the last whole JSON document of it the detectors found nothing in, when it is
+big (`DIFF_FROM` bytes): the next write of that file scans only the values on the lines that differ
+from it, so flipping one status of a 10,000-task plan scans one line, not 50,000 values."""
+DOCUMENTS_KEPT = 4
+DIFF_FROM = 64 * 1024
+_TOKEN = (rb'[ \t\r\n]+|[\[\]{},:]|"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+          rb"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null")
+"""One JSON token: what a changed region of a kept document must consist of, wholly (compiled on
+first use, through `re`'s cache: a command that only looks never pays for it)."""
+_COLON = rb"[ \t\r\n]*:"
 
 
 def register_secret(value: str | None) -> None:
@@ -51,17 +66,19 @@ def scanning() -> bool:
     return _scanning
 
 
-def redact(data: bytes, rewritten: bool = False) -> bytes:
-    """`rewritten`: a whole file written again and again (prd.json, summary.json): the JSON values
-    the detectors found clean are remembered, so the next write scans only the new ones."""
+def redact(data: bytes, rewritten: str | None = None) -> bytes:
+    """`rewritten`: the path of a whole file written again and again (prd.json, summary.json): the
+    JSON values the detectors found clean are remembered, so the next write scans only the new ones."""
     for secret in _secrets:
         if secret in data:
             data = data.replace(secret, MARK)
     for pattern in _patterns:
         data = pattern.sub(MARK, data)
     if _scanning and data.strip():
+        if rewritten is not None:
+            return _rewritten(rewritten, data)
         text = data.decode("utf-8", errors="surrogateescape")
-        data = _detected(text, rewritten).encode("utf-8", errors="surrogateescape")
+        data = _detected(text).encode("utf-8", errors="surrogateescape")
     return data
 
 
@@ -117,11 +134,101 @@ def _detected(text: str, rewritten: bool = False) -> str:
     return redacted(text, mark)
 
 
-def _in_json(raw: str, mark: str, remember: bool = False) -> str | None:
-    """`raw` with the secrets in its string values replaced; None when it is not JSON."""
+def _rewritten(path: str, data: bytes) -> bytes:
+    """`redact`'s detectors over a whole file written again and again: when it differs from the
+    file's kept document only in a few whole lines of JSON tokens, only their values are scanned."""
+    before = _documents.pop(path, None)
+    if before is not None and _only_clean_lines_changed(before, data):
+        _keep_document(path, data)
+        return data
+    text = data.decode("utf-8", errors="surrogateescape")
+    if hash(text) in _clean or text.lstrip()[:1] not in ("{", "["):
+        return _detected(text, True).encode("utf-8", errors="surrogateescape")
+    found = _json_secrets(text, remember=True)
+    if found is None:
+        return _detected(text, True).encode("utf-8", errors="surrogateescape")
+    if not found and len(data) >= DIFF_FROM:
+        _keep_document(path, data)
+    return _replaced(text, found, MARK.decode()).encode("utf-8", errors="surrogateescape")
+
+
+def _keep_document(path: str, data: bytes) -> None:
+    _documents[path] = data
+    while len(_documents) > DOCUMENTS_KEPT:
+        del _documents[next(iter(_documents))]
+
+
+def _only_clean_lines_changed(before: bytes, data: bytes) -> bool:
+    """True when `data` is `before` (a JSON document the detectors found nothing in) with a few whole
+    lines replaced by lines of complete JSON tokens whose string values the detectors find nothing in
+    either. A JSON string never holds a raw newline, so every string of `data` outside those lines
+    is one of `before`'s, byte for byte; which strings are keys is decided by the token after them."""
+    same = min(len(before), len(data))
+    head = _common(before, data, same, lambda a, low, high: a[low:high])
+    tail = _common(before, data, same - head, lambda a, low, high: a[len(a) - high:len(a) - low])
+    start = data.rfind(b"\n", 0, head) + 1
+    end = data.find(b"\n", len(data) - tail)
+    end = len(data) if end < 0 else end
+    before_start = start
+    while before_start > 0 and data[before_start - 1] in b" \t\r\n":
+        before_start -= 1
+    if (end - start) * 8 > len(data):
+        return False  # a large change is scanned whole
+    colon = re.compile(_COLON)
+    if data[before_start - 1:before_start] == b'"' and bool(colon.match(data, start)) != bool(colon.match(before, start)):
+        return False  # the string just before the changed lines is a key in one and a value in the other
     import orjson
 
-    from tilth.store.secret_scan import find_secrets, redacted
+    values, at, tokens = [], start, re.compile(_TOKEN)
+    while at < end:
+        token = tokens.match(data, at, end)
+        if token is None:
+            return False
+        at = token.end()
+        if token.group().startswith(b'"') and not colon.match(data, at):
+            try:
+                values.append(orjson.loads(token.group()))
+            except orjson.JSONDecodeError:
+                return False
+    return _json_values_clean(values)
+
+
+def _common(a: bytes, b: bytes, most: int, part: Callable[[bytes, int, int], bytes]) -> int:
+    """The length of the longest common prefix or suffix of `a` and `b`, at most `most`, by bisection:
+    `part(x, low, high)` is the bytes from `low` to `high` counted from x's start or end; only the
+    part not yet known equal is compared, so the whole takes about two passes over the bytes."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if part(a, low, middle) == part(b, low, middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _json_values_clean(values: list[str]) -> bool:
+    """Scan the values not known clean; remember them and say True when the detectors find nothing."""
+    from tilth.store.secret_scan import find_secrets
+
+    fresh = [s for s in dict.fromkeys(values) if hash(s) not in _clean_values and (len(s) <= 256 or hash(s) not in _clean)]
+    if fresh and find_secrets("\n".join(fresh)):
+        return False
+    _remember_clean(fresh, [])
+    return True
+
+
+def _in_json(raw: str, mark: str, remember: bool = False) -> str | None:
+    """`raw` with the secrets in its string values replaced; None when it is not JSON."""
+    found = _json_secrets(raw, remember)
+    return None if found is None else _replaced(raw, found, mark)
+
+
+def _json_secrets(raw: str, remember: bool = False) -> set[str] | None:
+    """The secrets the detectors find in the string values of JSON `raw`; None when it is not JSON."""
+    import orjson
+
+    from tilth.store.secret_scan import find_secrets
 
     try:
         doc = orjson.loads(raw.encode("utf-8", errors="surrogateescape"))
@@ -132,9 +239,17 @@ def _in_json(raw: str, mark: str, remember: bool = False) -> str | None:
     fresh = [s for s in dict.fromkeys(strings) if hash(s) not in _clean_values and (len(s) <= 256 or hash(s) not in _clean)]
     joined = "\n".join(fresh)
     findings = find_secrets(joined) if joined else []
-    found = {joined[f.start:f.end] for f in findings}
     if remember:
         _remember_clean(fresh, [(f.start, f.end) for f in findings])
+    return {joined[f.start:f.end] for f in findings}
+
+
+def _replaced(raw: str, found: set[str], mark: str) -> str:
+    """`raw` (JSON) with each of `found` replaced in its escaped forms, else by the detectors over the text."""
+    import orjson
+
+    from tilth.store.secret_scan import redacted
+
     missed = False
     for secret in sorted(found, key=len, reverse=True):
         forms = [orjson.dumps(secret).decode()[1:-1], _ascii_escaped(secret)]
