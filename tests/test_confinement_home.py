@@ -188,6 +188,7 @@ def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(m
         require_bwrap()
     marker = machine.base / "fsmonitor-ran"
     swap = ("mkdir -p .evil && git init -q .evil/r && "
+            "git --git-dir .evil/r/.git --work-tree . add README.md && "  # an index, which git status refreshes
             f"printf '#!/bin/sh\\ntouch {marker}\\n' > .evil/fsm.sh && chmod +x .evil/fsm.sh && "
             "git -C .evil/r config core.fsmonitor \"$PWD/.evil/fsm.sh\" && "
             "printf 'gitdir: .evil/r/.git\\n' > .git && echo swapped")
@@ -213,6 +214,10 @@ def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(m
         assert "swapped" not in results[0] and ("Read-only" in results[0] or "busy" in results[0]), results[0]
     else:
         assert "swapped" in results[0], "unconfined, the swap itself succeeds; tilth's git must not follow it"
+    machine.git("branch", "kept", "session/s1")  # safe elsewhere: cleanse goes on to look at the worktree
+    machine.own(machine.repo)
+    machine.tilth("cleanse", "s1")  # its `git status` on the worktree: where fsmonitor would run
+    assert not marker.exists(), "tilth's own git status ran a program the worker configured"
 
 
 @pytest.mark.slow
