@@ -458,6 +458,31 @@ def test_a_hook_runs_without_tilths_settings_and_the_model_keys(sandbox):
     assert "sentinel" not in seen and not [line for line in seen.splitlines() if line.startswith("TILTH_")], seen
 
 
+def test_only_executable_hooks_run_and_one_past_its_time_limit_is_killed_and_failed(tmp_path, monkeypatch):
+    """hooks.md: a file without its execute bit is never run; a hook runs at most 30 seconds, then
+    counts as failed (the limit is lowered here so the test does not wait it out)."""
+    import time
+
+    from tilth.agents import hooks
+    from tilth.store.events import EventLog
+
+    assert hooks.TIMEOUT == 30, "the limit docs/hooks.md states"
+    monkeypatch.setattr(hooks, "TIMEOUT", 1)
+    directory = tmp_path / "hooks"
+    write_hook(directory, "post_task.ok", "exit 0")
+    write_hook(directory, "post_task.slow", "exec sleep 20")
+    (directory / "post_task.off").write_text(f"#!/bin/sh\ntouch {tmp_path}/off-ran\n")  # 0644: switched off
+    log = tmp_path / "events.jsonl"
+    began = time.monotonic()
+    said = hooks.Hooks([directory], tmp_path, EventLog(log), "s1").run("post_task", "T-1", 1, outcome="done",
+                                                                        commit="0" * 40)
+    assert time.monotonic() - began < 10, "the slow hook was killed at its limit"
+    runs = [json.loads(line)["data"] for line in log.read_text().splitlines()]
+    assert [(Path(r["hook"]).name, r["outcome"]) for r in runs] == [("post_task.ok", "ok"), ("post_task.slow", "failed")]
+    assert runs[1]["output"] == "hook timed out after 1s" and "post_task.slow hook failed" in said.message
+    assert not (tmp_path / "off-ran").exists()
+
+
 @pytest.mark.bwrap
 def test_a_cli_agents_own_files_are_mounted_wherever_they_live(tmp_path):
     """The prompt file and config directory `amend` adds lie where no system directory, /tmp or /var/tmp
