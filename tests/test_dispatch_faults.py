@@ -291,7 +291,7 @@ def test_tilth_worker_says_when_an_rq_worker_exits_and_is_started_again(cluster)
     try:
         os.kill(first, signal.SIGKILL)  # the next one starts while the broker is away: RQ exits at once
         wait_until(cluster.root, lambda: re.search(r"exited: exit code [1-9]\d*; the broker does not answer", said()),
-                   "the restarted RQ worker to exit", 60)
+                   "the restarted RQ worker to exit", 30)
     finally:
         cluster.redis.start()
     cluster.start("rq", tasks=1)
