@@ -1,8 +1,7 @@
 """`tilth worker [--concurrency N]`: N RQ workers on this machine, each in its own process
 group, restarted when one exits (an RQ worker quits on some broker errors), each exit and start
-one line of its output; SIGTERM/SIGINT
-stop them all: each running session stops at its next safe point and is queued again for
-another worker."""
+one line of its output; SIGTERM/SIGINT stop them all: each running session stops at its next
+safe point and is queued again for another worker."""
 
 from __future__ import annotations
 
