@@ -9,7 +9,7 @@ import signal
 import pytest
 import redis
 
-from conftest import git, task
+from conftest import git, make_repo, task
 from dispatch_cluster import AS_ROOT_AND_UNPRIVILEGED, cluster  # noqa: F401 (the fixture)
 from supervised import wait_until
 
@@ -271,3 +271,32 @@ def test_dispatch_without_a_broker_is_refused_in_one_line(tmp_path, sandbox):
     bad = sandbox.tilth("worker")
     assert bad.returncode == 2 and "broker_url" in bad.stderr and "Redis URL" in bad.stderr
     assert not (sandbox.home / "sessions").exists() or not any((sandbox.home / "sessions").iterdir())
+
+
+def test_a_push_refused_because_the_remote_ref_moved_inside_receive_pack_is_a_refusal_and_a_held_lock_is_not(tmp_path):
+    from tilth.git.carry import BRANCH_REF, GitFailed, PushRefused, ensure_clone, push_session, snapshot
+
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(make_repo(tmp_path / "source"), "push", "-q", str(remote), "HEAD:refs/heads/main")
+    clone = ensure_clone(tmp_path / "clones", str(remote))
+
+    def advance(files: dict[str, bytes]) -> None:
+        tip = git(clone, "rev-parse", f"{BRANCH_REF.format('x')}^{{commit}}").strip() if files else "origin/main"
+        made = git(clone, "commit-tree", f"{tip}^{{tree}}", "-p", tip, "-m", f"step {len(files)}").strip()
+        git(clone, "update-ref", BRANCH_REF.format("x"), made)
+        snapshot(clone, "x", files, f"files {len(files)}")
+
+    advance({})
+    push_session(clone, str(remote), "x")
+    advance({"a": b"1"})
+    lock = remote / "refs" / "heads" / "session" / "x.lock"
+    lock.write_text("")  # another receive-pack updating it now: worth trying again
+    with pytest.raises(GitFailed, match="Unable to create"):
+        push_session(clone, str(remote), "x")
+    lock.unlink()
+    hook = remote / "hooks" / "pre-receive"  # another push lands between the advertisement and the update
+    hook.write_text(f"#!/bin/sh\nenv -u GIT_QUARANTINE_PATH git update-ref {BRANCH_REF.format('x')} refs/heads/main\n")
+    hook.chmod(0o755)
+    with pytest.raises(PushRefused, match=r"another worker moved it on \(cannot lock ref .*: is at \w+ but expected"):
+        push_session(clone, str(remote), "x")

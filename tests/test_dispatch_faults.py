@@ -4,6 +4,7 @@ Real redis-server (with a password), a bare remote, real `tilth worker` processe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -53,6 +54,40 @@ def test_a_lease_that_lapses_under_sigstop_moves_the_session_on_within_the_lease
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert cluster.commits("z") == THREE, "every task committed once"
     wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "the frozen worker to see it", 30)
+
+
+@pytest.mark.timeout(240)
+def test_a_frozen_worker_whose_session_was_taken_over_and_finished_names_the_taker_and_does_nothing_more(cluster):
+    cluster.worker("w1")
+    cluster.start("fz", held="T-2")
+    cluster.reached("fz", "T-2")
+    frozen = job_pid(cluster, "fz")
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        cluster.worker("w2")
+        wait_until(cluster.root, lambda: job_pid(cluster, "fz") != frozen, "w2 to take the session over", 60)
+        taker = job_pid(cluster, "fz")
+        cluster.release("fz", "T-2")
+        waited = cluster.wait("fz")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        finished = git(cluster.remote, "show-ref").strip()
+    finally:
+        os.kill(frozen, signal.SIGCONT)  # its lease lapsed long ago, and nobody holds one now
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "the frozen worker's job to end", 60)
+    said = log_of(cluster, "w1")
+    assert re.search(rf"fz: lease lost to worker [^ ]+:{taker}:\w+, which took it while this worker's lease had "
+                     r"lapsed; stopping without pushing", said), said[-3000:]
+    assert "nobody took it" not in said and "refused session fz's push" not in said, "it never tried to push"
+    assert git(cluster.remote, "show-ref").strip() == finished, "the remote as the taker left it"
+    assert redis.Redis.from_url(cluster.redis.url).hget("tilth:session:fz", "state") == b"done"
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "fz" / "events.jsonl").read_text()
+               .splitlines()]
+    lost = next(i for i, e in enumerate(journal) if e["type"] == "lease_lost")
+    assert f":{taker}:" in journal[lost]["data"]["to"] and journal[lost]["data"]["how"] == "took"
+    after = [e["type"] for e in journal[lost + 1:]]
+    assert not {"task_started", "agent_started", "session_started"} & set(after), after
+    ended = [e["data"] for e in journal[lost:] if e["type"] == "session_end"]
+    assert ended and ended[0]["state"] == "stopped" and f":{taker}:" in ended[0]["reason"], ended
 
 
 def paused(cluster, name: str) -> list[int]:
@@ -120,22 +155,31 @@ def back(cluster) -> None:
 
 @pytest.mark.timeout(240)
 def test_a_remote_outage_at_the_end_is_waited_out_and_done_comes_only_after_the_last_push(cluster):
-    cluster.extra["w1"] = "retry_s = 0.5\n"
+    cluster.extra["w1"] = "retry_s = 0.5\npush_wait_max_s = 1\n"
+
+    def failed() -> int:
+        return log_of(cluster, "w1").count("last push failed; trying again")
+
     cluster.worker("w1")
     cluster.start("ro", held="T-3")
     cluster.reached("ro", "T-3")
     away(cluster)
     try:
         cluster.release("ro", "T-3")
-        wait_until(cluster.root, lambda: "last push failed; trying again" in log_of(cluster, "w1"),
-                   "the last push to fail", 60)
+        wait_until(cluster.root, lambda: failed() >= 1, "the last push to fail", 60)
         early = cluster.wait("ro", timeout=2)
         assert early.returncode == 4, "not ended while the remote lacks its work: " + early.stdout + early.stderr
         shown = cluster.tilth("h9", "status", "ro").stdout
         assert "finishing (2/3 done)" in shown, "the remote's progress, not the worker's: " + shown
         assert "does not appear to be a git repository" in log_of(cluster, "w1"), "git's whole message logged"
+        wait_until(cluster.root, lambda: failed() >= 6, "six tries (waits doubling from 0.5 s would reach 16 s)", 60)
     finally:
         back(cluster)
+    returned = time.monotonic()
+    broker = redis.Redis.from_url(cluster.redis.url)
+    wait_until(cluster.root, lambda: broker.hget("tilth:session:ro", "state") == b"done", "done", 60)
+    took = time.monotonic() - returned
+    assert took < 1 + 4, f"done {took:.1f}s after the remote was back: the waits have a 1 s ceiling"
     waited = cluster.wait("ro")
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert cluster.commits("ro") == THREE
@@ -233,3 +277,29 @@ def test_a_remote_missing_when_the_job_starts_is_retried_with_waits_not_burned_t
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert cluster.commits("rm") == [("T-1", ""), ("T-2", "")]
     assert tries() < 8, f"{tries()} tries: the retries waited (0.5 s, doubling) instead of a burst"
+
+
+@pytest.mark.timeout(120)
+def test_tilth_worker_says_when_an_rq_worker_exits_and_is_started_again(cluster):
+    def said() -> str:
+        return log_of(cluster, "w1")
+
+    cluster.worker("w1")
+    wait_until(cluster.root, lambda: "Listening on" in said(), "the RQ worker to listen", 60)
+    first = int(re.search(r"tilth worker: slot 0 pid (\d+)", said()).group(1))
+    cluster.redis.stop()
+    try:
+        os.kill(first, signal.SIGKILL)  # the next one starts while the broker is away: RQ exits at once
+        wait_until(cluster.root, lambda: re.search(r"exited: exit code [1-9]\d*; the broker does not answer", said()),
+                   "the restarted RQ worker to exit", 30)
+    finally:
+        cluster.redis.start()
+    cluster.start("rq", tasks=1)
+    assert cluster.wait("rq").returncode == 0
+    lines = [line for line in said().splitlines() if line.startswith("tilth worker: slot 0")]
+    assert re.fullmatch(rf"tilth worker: slot 0 \(pid {first}\) exited: killed by SIGKILL; the broker does not "
+                        r"answer; starting it again in 1s", lines[1]), lines
+    assert re.fullmatch(r"tilth worker: slot 0 pid \d+ \(started again, 1 time\)", lines[2]), lines
+    assert re.fullmatch(r"tilth worker: slot 0 \(pid \d+\) exited: exit code [1-9]\d*; the broker does not answer; "
+                        r"starting it again in 2s", lines[3]), lines
+    assert re.fullmatch(r"tilth worker: slot 0 pid \d+ \(started again, 2 times\)", lines[4]), lines

@@ -37,8 +37,11 @@ class Dispatch(BaseModel):
     down) is tried again; each later retry waits twice as long, up to 30 times this."""
     push_patience_s: float = Field(600.0, ge=1, le=86400)
     """How long a worker keeps trying a session's last push when it fails for any reason but a
-    fast-forward refusal (the remote down, a hook or quota refusing), waiting longer each time, before
+    refusal because the remote moved on (the remote down, a hook or quota refusing), waiting longer each time, before
     it fails the job so that a retry (`retry_s`) or another worker carries on from the remote."""
+    push_wait_max_s: float = Field(10.0, ge=0.1, le=600)
+    """The longest wait between two tries of a session's last push (the waits double from `retry_s`,
+    at most 5 s, up to this): a session ends `done` at most about this long after the remote is back."""
     remotes: list[str] = Field(default_factory=list)
     """Remotes besides `remote` this worker takes sessions from; a job naming any other is refused
     (a broker writer must not point the worker's git credentials at a server of theirs)."""

@@ -4,6 +4,8 @@
     tilth:session:<id>       HASH    the session's state as the broker knows it: `STATE_FIELDS`, declared once
     tilth:events:<id>        STREAM  the session's events.jsonl lines, field `e` (mirrored by the runner)
     tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed
+    tilth:taker:<id>         STRING  the worker token that last took the lease (kept after it lapses): a
+                                     worker whose lease lapsed takes it again only if nobody took it since
     tilth:stop:<id>          STRING  a person asked the session to stop (`tilth stop` from any machine)
     tilth:inbox:<id>         LIST    answers and notes left from any machine (`tilth answer/note`), JSON
                                      {kind, id, task, text, by}; the worker writes them into the session's
@@ -11,7 +13,8 @@
                                      them once a push carried them
 
 The lease, not a local file lock, keeps two workers off one session: it is taken with SET NX PX
-and renewed or released only by its holder (compare-and-act in one Lua call).
+(the taker recorded in the same Lua call) and renewed or released only by its holder
+(compare-and-act in one Lua call).
 """
 
 from __future__ import annotations
@@ -37,6 +40,19 @@ STREAM_MAX = 50_000
 ENDED = {"done", "failed", "stopped", "waiting", "crashed", "refused"}
 
 _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+_TAKE = ("if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
+         "redis.call('set', KEYS[2], ARGV[1]) return 1 else return 0 end")
+_RETAKE = """
+local holder = redis.call('get', KEYS[1])
+if holder then return {'held', holder} end
+local taker = redis.call('get', KEYS[2])
+if taker and taker ~= ARGV[1] then return {'taken', taker} end
+redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('set', KEYS[2], ARGV[1])
+if taker then return {'again', ''} end
+return {'unrecorded', ''}
+"""
+"""A lapsed lease taken again only if nobody took it since (one call, so no taker slips in between)."""
 _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
 BrokerDown = (redis.ConnectionError, redis.TimeoutError)
@@ -74,8 +90,18 @@ class Broker:
 
     # -- the lease ----------------------------------------------------------------------
     def take_lease(self, session_id: str, token: str) -> bool:
-        return bool(self.redis.set(self.key("lease", session_id), token, nx=True,
-                                   px=int(self.dispatch.lease_s * 1000)))
+        return bool(self.redis.eval(_TAKE, 2, self.key("lease", session_id), self.key("taker", session_id), token,
+                                    int(self.dispatch.lease_s * 1000)))
+
+    def retake_lease(self, session_id: str, token: str) -> tuple[str, str]:
+        """A lease this token held and failed to renew: `("again", "")` taken again, nobody having
+        taken it since; `("unrecorded", "")` taken again, the broker holding no record of its takers
+        (restarted without persistence); `("held", other)` another token holds it now; `("taken",
+        other)` another token took it since (its lease since released or lapsed)."""
+        said = self.redis.eval(_RETAKE, 2, self.key("lease", session_id), self.key("taker", session_id), token,
+                               int(self.dispatch.lease_s * 1000))
+        kind, other = said if isinstance(said, list) and len(said) == 2 else (b"held", b"unknown")
+        return reply_text(kind), reply_text(other)
 
     def renew_lease(self, session_id: str, token: str) -> bool:
         return bool(self.redis.eval(_RENEW, 1, self.key("lease", session_id), token, int(self.dispatch.lease_s * 1000)))
@@ -180,7 +206,7 @@ class Broker:
         return out
 
     def forget(self, session_id: str) -> None:
-        self.redis.delete(*(self.key(k, session_id) for k in ("session", "events", "lease", "stop", "inbox")))
+        self.redis.delete(*(self.key(k, session_id) for k in ("session", "events", "lease", "taker", "stop", "inbox")))
         self.redis.srem(self.key("sessions"), session_id)
 
 

@@ -1,7 +1,8 @@
 """A worker's hold on one dispatched session: the lease in the broker, renewed every third of
-`lease_s` (taken again if it lapsed and nobody took it), a person's `tilth stop` passed to the run,
-and what happens when the hold is lost (`hand_on`: the session is queued again unless another
-worker holds it or it has ended)."""
+`lease_s` (taken again if it lapsed and nobody took it since), a person's `tilth stop` passed to
+the run, and what happens when the hold is lost (the run stops without pushing, its log and the
+session's journal naming the worker that has the session; `hand_on`: the session is queued again
+unless another worker holds it or it has ended)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ import time
 from tilth.core.clock import wall
 from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue
 from tilth.run.stopflag import StopFlag
+from tilth.store.events import EventLog, document
 
 log = logging.getLogger("tilth.dispatch")
+
+document({"lease_lost": ("a dispatched session's worker lost it to another worker and stops without pushing "
+                         "(written on the losing worker only); data: to (the other worker's token: host:pid:tag), "
+                         "how (holds: it holds the lease now; took: it took the session while this worker's "
+                         "lease had lapsed)", "to how")})
 
 
 def wait_for_lease(broker: Broker, session_id: str, token: str) -> bool:
@@ -40,33 +47,61 @@ class Holding(threading.Thread):
         self.relayed = 0
         """Inbox items written into the files since the last push."""
         self.secret: bytes | None = None
+        self.journal: EventLog | None = None
+        """The session's events.jsonl, once its files are here: a lost hold is written there too."""
+        self.renewed = time.monotonic()
+        self._checking = threading.Lock()
         self._done = threading.Event()
 
     def run(self) -> None:
-        renewed = time.monotonic()
         while not self._done.wait(min(1.0, self.every)):
             try:
-                if time.monotonic() - renewed >= self.every:
-                    if not self.still_held():
-                        return
-                    renewed = time.monotonic()
+                if time.monotonic() - self.renewed >= self.every and not self.still_held():
+                    return
                 self.poll_stop()
             except BrokerDown:
                 continue  # the lease outlives a short outage; a long one ends in `lost` once it is back
 
+    def lapsed(self) -> bool:
+        """The lease may have expired (this process was frozen, or the broker away): nothing goes out
+        from here until a renewal or `still_held` says whose the session is."""
+        return time.monotonic() - self.renewed >= self.broker.dispatch.lease_s
+
     def still_held(self) -> bool:
-        """Renew the lease. One that lapsed while this process was frozen or the broker away, and
-        that nobody took meanwhile, is taken again: no other worker ran the session, and the remote
-        refuses a push that is not a fast-forward anyway. One another worker holds is lost: the run
-        stops, and nothing is pushed from here again."""
-        if self.broker.renew_lease(self.session_id, self.token):
+        """Renew the lease. One that lapsed while this process was frozen or the broker away is taken
+        again only if nobody took it meanwhile (the broker records each taker): no other worker ran the
+        session. One another worker holds, or took and let go, is lost: the run stops, and nothing is
+        pushed from here again (the remote refuses a push that is not a fast-forward anyway)."""
+        with self._checking:
+            if self.lost:
+                return False
+            if self.broker.renew_lease(self.session_id, self.token):
+                self.renewed = time.monotonic()
+                return True
+            how, other = self.broker.retake_lease(self.session_id, self.token)
+            if how == "again":
+                log.warning("session %s: the lease lapsed and nobody took it; taken again", self.session_id)
+            elif how == "unrecorded":
+                log.warning("session %s: the lease lapsed and the broker has no record of who took it since (it "
+                            "restarted without its data?); taken again: a push of a session another worker moved "
+                            "on is refused by the remote", self.session_id)
+            else:
+                self.lose_to(other, "holds" if how == "held" else "took")
+                return False
+            self.renewed = time.monotonic()
             return True
-        if self.broker.take_lease(self.session_id, self.token):
-            log.warning("session %s: the lease lapsed and nobody took it; taken again", self.session_id)
-            return True
-        self.give_up(f"lease lost to {self.broker.lease_holder(self.session_id)}; stopping without pushing",
-                     "the worker lost the session's lease")
-        return False
+
+    def lose_to(self, other: str, how: str) -> None:
+        """The session is another worker's now (`how`: it `holds` the lease, or `took` the session
+        while this lease had lapsed): said in the log and the session's journal."""
+        which = "which holds its lease now" if how == "holds" else "which took it while this worker's lease had lapsed"
+        if self.journal is not None:
+            try:
+                self.journal.emit("lease_lost", to=other, how=how)
+            except OSError:
+                pass  # the log still says it
+        self.give_up(f"lease lost to worker {other}, {which}; stopping without pushing",
+                     f"lost the session to worker {other}, {which}")
 
     def give_up(self, logged: str, reason: str) -> None:
         """The session is someone else's to run now (or nobody's: `hand_on` queues it again)."""

@@ -40,6 +40,7 @@ from tilth.git.carry import (PushRefused, SnapshotRefused, apply_patch, check_ou
 from tilth.run.session_run import run_session
 from tilth.store.actors import known_actor
 from tilth.store.answers import last_question, record_answer
+from tilth.store.events import EventLog
 from tilth.store.home import SessionPaths, ensure_home, session_paths, tilth_home
 from tilth.store.inbox import add_note
 from tilth.store.prd_peek import peek_plan
@@ -89,6 +90,7 @@ def run_job(*args: object, **kwargs: object) -> str:
         except SnapshotRefused as exc:
             return refuse(broker, session_id, str(exc))
         holding.relayed = relay_inbox(broker, paths)
+        holding.journal = EventLog(paths.events)
         holding.start()
         code = run_here(paths, settings, broker, holding, resume)
         return f"session {session_id}: runner exit {code}"
@@ -194,11 +196,12 @@ def push(paths: SessionPaths, settings: Settings, holding: Holding, why: str, ta
 
 
 def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: str) -> bool:
-    """The run's last push, tried again with growing waits while it fails for any reason but a
-    fast-forward refusal; after `push_patience_s` the job fails (GitFailed), so a retry or another
-    worker carries on from what the remote has."""
+    """The run's last push, tried again with growing waits (at most `push_wait_max_s`, so the session
+    ends soon after the remote is back) while it fails for any reason but a refusal because the remote
+    moved on; after `push_patience_s` the job fails (GitFailed), so a retry or another worker carries
+    on from what the remote has."""
     d = holding.broker.dispatch
-    deadline, wait = time.monotonic() + d.push_patience_s, min(d.retry_s, 5.0)
+    deadline, wait = time.monotonic() + d.push_patience_s, min(d.retry_s, 5.0, d.push_wait_max_s)
     while not holding.lost:
         try:
             return push(paths, settings, holding, why)
@@ -207,9 +210,9 @@ def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: st
         except GitFailed as exc:
             if time.monotonic() + wait > deadline:
                 raise
-            log.warning("session %s: last push failed; trying again in %.0fs: %s", paths.id, wait, exc)
+            log.warning("session %s: last push failed; trying again in %gs: %s", paths.id, wait, exc)
             time.sleep(wait)
-            wait = min(wait * 2, 60.0)
+            wait = min(wait * 2, d.push_wait_max_s)
     return False
 
 
@@ -219,7 +222,8 @@ def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: H
     def echo(event: dict[str, Any]) -> None:
         if holding.lost:
             return  # the session is another worker's now: nothing more goes out from here
-        mirror.catch_up()
+        if not holding.lapsed():  # a frozen process woken after its lease ran out: the holding thread decides first
+            mirror.catch_up()
         try:
             if event.get("type") in SAFE_POINT_NEAR:
                 holding.poll_stop()  # so a stop asked during the iteration is seen at the very next safe point

@@ -1,7 +1,7 @@
 """`tilth worker [--concurrency N]`: N RQ workers on this machine, each in its own process
-group, restarted when one exits (an RQ worker quits on some broker errors); SIGTERM/SIGINT
-stop them all: each running session stops at its next safe point and is queued again for
-another worker."""
+group, restarted when one exits (an RQ worker quits on some broker errors), each exit and start
+one line of its output; SIGTERM/SIGINT stop them all: each running session stops at its next
+safe point and is queued again for another worker."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from tilth.dispatch.holding import sweep
 from tilth.dispatch.jobdata import SERIALIZER, TilthJob
 from tilth.store.home import tilth_home
 
-log = logging.getLogger("tilth.dispatch")
 RESTART_BACKOFF_S = (1, 2, 5, 10, 30)
 
 
@@ -93,14 +92,17 @@ def serve(concurrency: int) -> int:
             if child is not None and child.poll() is None:
                 continue
             if child is not None:
-                log.warning("worker %d exited (%s); starting it again", slot, child.returncode)
-                stopping.wait(RESTART_BACKOFF_S[min(restarts[slot], len(RESTART_BACKOFF_S) - 1)])
+                backoff = RESTART_BACKOFF_S[min(restarts[slot], len(RESTART_BACKOFF_S) - 1)]
+                print(f"tilth worker: slot {slot} (pid {child.pid}) exited: {exit_reason(child.returncode, broker)}; "
+                      f"starting it again in {backoff}s", flush=True)
+                stopping.wait(backoff)
                 restarts[slot] += 1
                 if stopping.is_set():
                     break
             children[slot] = subprocess.Popen([sys.executable, "-m", "tilth.dispatch"],
                                               start_new_session=True)
-            print(f"tilth worker: slot {slot} pid {children[slot].pid}", flush=True)
+            again = f" (started again, {restarts[slot]} time{'s' * (restarts[slot] > 1)})" if restarts[slot] else ""
+            print(f"tilth worker: slot {slot} pid {children[slot].pid}{again}", flush=True)
         if time.monotonic() - swept >= dispatch.maintenance_s:
             swept = time.monotonic()
             try:
@@ -123,6 +125,24 @@ def serve(concurrency: int) -> int:
                     pass
             child.wait()
     return 0
+
+
+def exit_reason(code: int, broker: Broker) -> str:
+    """How an RQ worker process ended, and whether the broker answers now (RQ's workers exit on some
+    broker errors: a job's end or the worker's own start while the broker is away)."""
+    how = f"exit code {code}" if code >= 0 else f"killed by {signal_name(-code)}"
+    try:
+        broker.redis.ping()
+    except BrokerDown:
+        return f"{how}; the broker does not answer"
+    return how
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def family(pid: int) -> list[int]:

@@ -214,7 +214,12 @@ def branch_tip(clone: Path, session_id: str) -> str | None:
 
 FAST_FORWARD_REFUSALS = ("[rejected] (non-fast-forward)", "[rejected] (fetch first)", "[rejected] (stale info)")
 """git's words, per ref in `--porcelain` output, for "the remote has commits this push lacks"; a
-`[remote rejected]` (a hook, a quota, a ref lock) or a network error is something else."""
+`[remote rejected]` (a hook, a quota, a ref lock) or a network error is something else, except:"""
+STALE_REF = re.compile(r"cannot lock ref '[^']+': (is at [0-9a-f]+ but expected [0-9a-f]+|reference already exists"
+                       r"|reference is missing but expected [0-9a-f]+)")
+"""The remote's own ref moved between what this push was told and its update (another push landed
+first, inside receive-pack): the same refusal. A held `.lock` (`Unable to create ... File exists`) is
+not: that is worth trying again."""
 
 
 def push_session(clone: Path, remote: str, session_id: str) -> None:
@@ -234,8 +239,10 @@ def push_session(clone: Path, remote: str, session_id: str) -> None:
             run(clone, "update-ref", PUSHED_REF.format(session_id), tip)
     else:
         said = proc.stdout + proc.stderr
-        if any(words in said for words in FAST_FORWARD_REFUSALS):
-            raise PushRefused(f"the remote {remote} refused session {session_id}'s push: another worker moved it on")
+        stale = STALE_REF.search(said)
+        if stale or any(words in said for words in FAST_FORWARD_REFUSALS):
+            raise PushRefused(f"the remote {remote} refused session {session_id}'s push: another worker moved it on"
+                              + (f" ({stale.group(0)})" if stale else ""))
         whole = " | ".join(line.strip() for line in said.splitlines() if line.strip()) or f"exit {proc.returncode}"
         raise GitFailed(f"git push to {remote} failed: {whole}")
 
