@@ -27,7 +27,8 @@ class Listing:
     """Each listed session's state hash, its `id` the one the broker lists it by (a checked id)."""
     forgotten: list[dict[str, Any]]
     """The sessions only the remote has that have not finished (or whose record is not trusted): id,
-    state (as the record says), progress, reason; a finished one is in `states`, as it ended."""
+    state (as the record says), progress, reason, worker (a lease holder); a finished one is in `states`,
+    as it ended."""
     down: str | None = None
     """`the broker <url> is unreachable (<why>)`: nothing else could be read."""
 
@@ -108,11 +109,11 @@ def listing(home: Path, *, skip_local: bool = False, with_forgotten: bool = True
             ids = [i for i in ids if not session_paths(i, home).session_json.is_file()]
         states = [{**(broker.state(i) or {}), "id": i} for i in ids]
         found = forgotten(broker, home) if with_forgotten else []
+        lost = [{"id": r.id, "state": r.said, "progress": r.state.get("progress", "?"), "reason": r.untrusted,
+                 "worker": broker.lease_holder(r.id) or ""} for r in found if not r.finished]
     except BrokerDown as exc:
         return Listing([], [], unreachable(broker, exc))
     states += [{**r.state, "recorded": True} for r in found if r.finished]
-    lost = [{"id": r.id, "state": r.said, "progress": r.state.get("progress", "?"), "reason": r.untrusted}
-            for r in found if not r.finished]
     return Listing(states, lost)
 
 

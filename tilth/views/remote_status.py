@@ -73,6 +73,9 @@ def listing_lines(states: list[dict[str, Any]], lost: list[dict[str, Any]], down
 
 def forgotten_line(lost: dict[str, Any]) -> str:
     i = lost["id"]
+    if lost.get("worker"):
+        return (f"  {i}  forgotten  {lost.get('state')} on the remote ({lost.get('progress', '?')} done), held by "
+                f"{lost['worker']}: it carries on, and the broker lists it again at its next step")
     if lost.get("reason"):
         return f"  {i}  forgotten  on the remote, not in the broker, its record not trusted ({lost['reason']})"
     return (f"  {i}  forgotten  {lost.get('state')} on the remote ({lost.get('progress', '?')} done), not in the "
