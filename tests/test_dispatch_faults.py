@@ -303,3 +303,88 @@ def test_tilth_worker_says_when_an_rq_worker_exits_and_is_started_again(cluster)
     assert re.fullmatch(r"tilth worker: slot 0 \(pid \d+\) exited: exit code [1-9]\d*; the broker does not answer; "
                         r"starting it again in 2s", lines[3]), lines
     assert re.fullmatch(r"tilth worker: slot 0 pid \d+ \(started again, 2 times\)", lines[4]), lines
+
+
+def started_runs(cluster, sid: str) -> int:
+    """How many runs the session's journal on the remote records (each job that ran it starts one)."""
+    return cluster.file(sid, "events.jsonl").count('"type":"session_started"')
+
+
+@pytest.mark.timeout(240)
+def test_a_broker_that_forgot_everything_costs_one_command_and_runs_nothing_twice(tmp_path):
+    lost = Cluster(tmp_path, persistent=False)
+    try:
+        lost.worker("w1")
+        lost.start("fd", tasks=1)
+        assert lost.wait("fd").returncode == 0
+        lost.start("mr", held="T-2")
+        lost.reached("mr", "T-2")
+        lost.start("qd", tasks=2)  # queued behind mr: w1 runs one session at a time
+        finished = git(lost.remote, "rev-parse", "refs/tilth/sessions/fd")
+        lost.redis.restart()  # nothing kept: every record, job and lease is gone
+        status = lost.tilth("h9", "status").stdout
+        assert "  fd  done" in status and "fd  forgotten" not in status, status
+        assert "qd  forgotten  queued on the remote" in status, status
+        resumed = lost.tilth("h9", "resume", "--forgotten")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert "session fd: done on the remote; known to the broker again, nothing run" in resumed.stdout
+        assert "session qd: queued on the remote; queued again for a worker" in resumed.stdout, resumed.stdout
+        assert redis.Redis.from_url(lost.redis.url).hget("tilth:session:fd", "state") == b"done"
+        lost.release("mr", "T-2")
+        for sid, tasks in (("mr", THREE), ("qd", THREE[:2])):
+            waited = lost.wait(sid, timeout=150)
+            assert waited.returncode == 0, sid + waited.stdout + waited.stderr
+            assert lost.commits(sid) == tasks, sid
+        assert git(lost.remote, "rev-parse", "refs/tilth/sessions/fd") == finished, "no job ran for fd"
+        assert [started_runs(lost, sid) for sid in ("fd", "mr", "qd")] == [1, 1, 1], "a session ran twice"
+        again = lost.tilth("h9", "resume", "--forgotten")
+        assert "no forgotten sessions" in again.stdout, again.stdout + again.stderr
+    finally:
+        lost.cleanup()
+
+
+@pytest.mark.timeout(240)
+def test_the_supervisor_alone_brings_back_what_a_broker_that_came_back_empty_forgot(tmp_path):
+    lost = Cluster(tmp_path, persistent=False)
+    broker = redis.Redis.from_url(lost.redis.url)
+    try:
+        lost.worker("w1")
+        lost.start("fs", tasks=1)
+        assert lost.wait("fs").returncode == 0
+        lost.kill("w1")
+        lost.start("qs", tasks=2)  # queued, no worker up
+        finished = git(lost.remote, "rev-parse", "refs/tilth/sessions/fs")
+        lost.redis.restart()
+        up = lost.tilth("h9", "daemon")
+        assert up.returncode == 0, up.stdout + up.stderr
+        wait_until(lost.root, lambda: broker.hget("tilth:session:qs", "state") == b"queued",
+                   "the supervisor to queue qs again", 60)
+        assert broker.hget("tilth:session:fs", "state") == b"done"
+        lost.worker("w2")
+        waited = lost.wait("qs")
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert lost.commits("qs") == THREE[:2]
+        assert git(lost.remote, "rev-parse", "refs/tilth/sessions/fs") == finished, "no job ran for fs"
+        assert [started_runs(lost, sid) for sid in ("fs", "qs")] == [1, 1]
+    finally:
+        lost.tilth("h9", "daemon", "stop")
+        lost.cleanup()
+
+
+@pytest.mark.timeout(240)
+def test_an_end_state_the_broker_missed_goes_out_when_it_answers_and_nothing_runs_again(cluster):
+    cluster.worker("w1")
+    cluster.start("fe", tasks=2, held="T-2")
+    cluster.reached("fe", "T-2")
+    cluster.redis.stop()
+    cluster.release("fe", "T-2")
+    wait_until(cluster.root, lambda: '"state": "done"' in cluster.file("fe", "session.json"),
+               "the end pushed to the remote", 60)
+    time.sleep(5)  # the outage goes on past the 4 s lease: nothing of the session's run is held any more
+    cluster.redis.start()
+    waited = cluster.wait("fe")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("fe") == THREE[:2]
+    assert started_runs(cluster, "fe") == 1, "the session was run again to mark it done"
+    wait_until(cluster.root, lambda: "its end state (done) is published" in log_of(cluster, "w1"),
+               "the job to say its end state went out", 30)

@@ -13,6 +13,7 @@ from tilth.core.errors import BadInput, TilthError
 
 if TYPE_CHECKING:
     from tilth.dispatch.broker import Broker
+    from tilth.dispatch.recorded import Recorded
 
 WAIT_EXIT = {"done": 0, "failed": 1, "refused": 1, "stopped": 3, "crashed": 3, "waiting": 5}
 """The end states of a dispatched session, with `tilth wait`'s exit code for each."""
@@ -38,11 +39,24 @@ def look_up(home: Path, session_id: str) -> Dispatched | None:
     except BrokerDown as exc:
         raise BadInput(f"the broker {broker.dispatch.broker_shown} is unreachable ({exc}); start it or fix "
                        "[dispatch] broker_url") from None
-    if state is None and session_id in forgotten(broker, [session_id]):
-        state = {"id": session_id, "state": "forgotten", "remote": broker.dispatch.remote,
-                 "reason": f"on the remote but not in the broker (restarted without persistence?); "
-                           f"`tilth resume {session_id}` queues it again"}
-    return Dispatched(broker, state, session_id) if state is not None else None
+    recorded = None
+    if state is None and (found := forgotten(broker, home, [session_id])):
+        recorded = found[0]
+        state = as_listed(recorded, broker.dispatch.remote)
+    return Dispatched(broker, state, session_id, recorded) if state is not None else None
+
+
+def as_listed(recorded: Recorded, remote: str) -> dict[str, Any]:
+    """A session only the remote's record has, as a state hash: a finished one as it ended, any other
+    `forgotten`, the reason saying what its record shows."""
+    base = {"id": recorded.id, "remote": remote, "branch": f"session/{recorded.id}"}
+    if recorded.finished:
+        return {**recorded.state, **base}
+    shown = f"its record there is not trusted: {recorded.untrusted}" if recorded.untrusted else \
+        f"{recorded.said} there, {recorded.state.get('progress', '?')} done"
+    return {**recorded.state, **base, "state": "forgotten",
+            "reason": f"on the remote but not in the broker (restarted without persistence?; {shown}); "
+                      f"`tilth resume {recorded.id}` queues it again"}
 
 
 class Unreachable(TilthError):
@@ -56,13 +70,18 @@ class Dispatched:
     dispatched = True
     known = True
 
-    def __init__(self, broker: Broker, state: dict[str, Any], session_id: str):
+    def __init__(self, broker: Broker, state: dict[str, Any], session_id: str, recorded: Recorded | None = None):
         self.broker, self.state, self.id = broker, state, session_id
+        self.recorded = recorded
+        """What the remote's record says of a session the broker forgot; None for one it knows."""
 
     def _known(self) -> None:
         """An action that needs the broker's record of the session."""
         if self.state.get("state") == "forgotten":
             raise BadInput(f"session {self.id} is {self.state['reason']}")
+        if self.recorded is not None:
+            raise BadInput(f"session {self.id} is {self.state.get('state')} on the remote, but the broker forgot it; "
+                           f"`tilth resume {self.id}` registers it again (nothing runs), then try again")
 
     def _task_ids(self) -> dict[str, dict[str, Any]]:
         return {t["id"]: t for t in self.state.get("tasks", [])}
@@ -120,6 +139,10 @@ class Dispatched:
         machine's settings (a worker takes its own), and it never runs in this process."""
         from tilth.dispatch.submit import resume_dispatched as requeue
 
+        if self.recorded is not None and self.recorded.finished:
+            from tilth.dispatch.recorded import recover
+
+            return Acted(self.id, "\n".join(recover(self.broker, [self.recorded])), dispatched=True)
         job = requeue(self.broker, self.id, self.state)
         if job is None:
             return Acted(self.id, f"session {self.id} is already queued (job {self.state.get('job')}); nothing to do",
@@ -180,7 +203,7 @@ class Dispatched:
         deadline = None if timeout is None else started + timeout
         next_progress = started + PROGRESS_S
         while True:
-            state = self.broker.state(self.id) or {}
+            state = self.broker.state(self.id) or (self.state if self.recorded is not None else {})
             if ended(self.broker, self.id, state):
                 say(f"session {self.id}: {state['state']}" + (f" ({state['reason']})" if state.get("reason") else ""))
                 return WAIT_EXIT[state["state"]]

@@ -1,9 +1,10 @@
 """What the broker holds of dispatched sessions, read for a person (`tilth status`, `tilth logs` and the
 dashboard): the broker of this home (`[dispatch]` read without loading the settings when config.toml
 does not mention it), every session it lists (`listing`, or the one line that says it is unreachable;
-`forgotten`: those only the remote has), and one session's relayed events as readable lines with the
-spend they add up to (`Relayed`). What the broker holds is untrusted: ids are checked before they name
-anything, the rest is only ever shown as text."""
+`forgotten`: those only the remote has, as their own record there shows them: a finished one listed as
+it ended), and one session's relayed events as readable lines with the spend they add up to (`Relayed`).
+What the broker holds is untrusted: ids are checked before they name anything, the rest is only ever
+shown as text."""
 
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ from tilth.store.home import check_session_id, session_paths
 if TYPE_CHECKING:
     from tilth.core.dispatching import Dispatch
     from tilth.dispatch.broker import Broker
+    from tilth.dispatch.recorded import Recorded
 
 
 @dataclass(frozen=True)
 class Listing:
     states: list[dict[str, Any]]
     """Each listed session's state hash, its `id` the one the broker lists it by (a checked id)."""
-    forgotten: list[str]
+    forgotten: list[dict[str, Any]]
+    """The sessions only the remote has that have not finished (or whose record is not trusted): id,
+    state (as the record says), progress, reason, worker (a lease holder); a finished one is in `states`,
+    as it ended."""
     down: str | None = None
     """`the broker <url> is unreachable (<why>)`: nothing else could be read."""
 
@@ -53,20 +58,12 @@ def broker_or_none(home: Path) -> Broker | None:
     return Broker(dispatch)
 
 
-def forgotten(broker: Broker, only: list[str] | None = None) -> list[str]:
-    """Sessions on the remote (`refs/tilth/sessions/*`) the broker does not know (`only`: just
-    these ids are asked about); none when the remote cannot be reached."""
-    from tilth.git.carry import remote_sessions
-    from tilth.git.gitcli import GitFailed
-    from tilth.store.home import SESSION_ID_PATTERN
+def forgotten(broker: Broker, home: Path, only: list[str] | None = None) -> list[Recorded]:
+    """Sessions on the remote the broker does not know, each with what its own record there says
+    (`dispatch/recorded.py`); `only`: just these ids are asked about."""
+    from tilth.dispatch.recorded import forgotten as on_remote_only
 
-    try:
-        on_remote = remote_sessions(Path.cwd(), broker.dispatch.remote)
-    except GitFailed:
-        return []
-    asked = [i for i in on_remote if SESSION_ID_PATTERN.match(i) and (only is None or i in only)]
-    registered = set(broker.session_ids()) if only is None else {i for i in asked if broker.state(i) is not None}
-    return [i for i in asked if i not in registered]
+    return on_remote_only(broker, home, only)
 
 
 _brokers: dict[str, Broker] = {}
@@ -111,9 +108,12 @@ def listing(home: Path, *, skip_local: bool = False, with_forgotten: bool = True
         if skip_local:
             ids = [i for i in ids if not session_paths(i, home).session_json.is_file()]
         states = [{**(broker.state(i) or {}), "id": i} for i in ids]
-        lost = forgotten(broker) if with_forgotten else []
+        found = forgotten(broker, home) if with_forgotten else []
+        lost = [{"id": r.id, "state": r.said, "progress": r.state.get("progress", "?"), "reason": r.untrusted,
+                 "worker": broker.lease_holder(r.id) or ""} for r in found if not r.finished]
     except BrokerDown as exc:
         return Listing([], [], unreachable(broker, exc))
+    states += [{**r.state, "recorded": True} for r in found if r.finished]
     return Listing(states, lost)
 
 

@@ -142,6 +142,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from tilth.cli.show_acted import show
     from tilth.store.home import tilth_home
 
+    if args.forgotten or args.from_supervisor:
+        return resume_forgotten(args)
     session_id = args.id or pick_paths(None).id
     use_parallel(args)
     acted = resume_session(tilth_home(), session_id, by="cli", reload_settings=args.reload_settings,
@@ -151,6 +153,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
             say(line)
         return run_foreground(acted.session_id, resume=True)
     return show(acted)
+
+
+def resume_forgotten(args: argparse.Namespace) -> int:
+    """`--forgotten`: every session the broker forgot; `--from-supervisor` (the supervisor's child): only
+    when the broker came back empty, silent otherwise."""
+    from tilth.actions.recovering import resume_forgotten as recover
+    from tilth.cli.show_acted import show
+    from tilth.store.home import tilth_home
+
+    if args.id or args.foreground or args.reload_settings or args.parallel:
+        raise BadInput("`tilth resume --forgotten` takes no session id or other option: it queues every session "
+                       "the broker forgot")
+    acted = recover(tilth_home(), by="cli", emptied_only=args.from_supervisor)
+    return 0 if acted is None else show(acted)
 
 
 def supervisor_line(home: Path, summaries: list[dict[str, Any]]) -> str:
@@ -264,6 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--reload-settings", action="store_true",
                         help="take every current session/machine-scoped setting (config.toml, environment, defaults) "
                              "over the recorded ones, not only those this shell sets")
+    resume.add_argument("--forgotten", action="store_true",
+                        help="dispatched sessions the broker forgot (restarted without persistence): each made known "
+                             "to it again as its record on the remote shows it; the unfinished ones queued again")
+    resume.add_argument("--from-supervisor", action="store_true", help=argparse.SUPPRESS)
     resume.set_defaults(handler=cmd_resume)
 
     status = sub.add_parser("status", help="all sessions, or one with its tasks")

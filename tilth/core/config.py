@@ -159,6 +159,10 @@ class Settings(BaseModel):
     each further attempt, up to `auto_resume_backoff_max_s`."""
     auto_resume_backoff_max_s: float = Field(900.0, ge=0)
     """Upper bound on the wait before any one auto-resume."""
+    requeue_forgotten: bool = True
+    """With `[dispatch]`: the supervisor looks every `maintenance_s` whether the broker came back empty
+    (restarted without persistence) and, if so, does `tilth resume --forgotten` by itself: finished
+    sessions registered again as their record on the remote shows them, unfinished ones queued."""
     request_timeout: float = Field(300.0, gt=0)
     """Seconds one HTTP request to the model may take."""
     max_retries: int = Field(6, ge=0)

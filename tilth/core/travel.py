@@ -42,7 +42,7 @@ SESSION_FIELDS = (
 """What the task list needs to run the same way anywhere: models, budgets, caps, checks, prices."""
 
 SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attempts", "auto_resume_backoff_s",
-                     "auto_resume_backoff_max_s")
+                     "auto_resume_backoff_max_s", "requeue_forgotten")
 """Settings of the supervisor itself."""
 
 LOCAL_FIELDS = ("notify", "dispatch")

@@ -1,4 +1,5 @@
-"""One child process per running session: `python -m tilth run <id>`.
+"""One child process per running session: `python -m tilth run <id>`; the dashboard (`Dashboard`) and the
+look for sessions an emptied broker forgot (`Recovery`) are the supervisor's children too.
 
 Each child is the leader of its own process group (start_new_session), so a session's
 tools die with it on `tilth stop --now`, a Ctrl-C at the supervisor's terminal does not
@@ -82,6 +83,22 @@ class Dashboard:
         except subprocess.TimeoutExpired:
             kill_group(self.pid)
             self.proc.wait()
+
+
+class Recovery:
+    """`python -m tilth resume --from-supervisor`: with `[dispatch]`, one look whether the broker came
+    back empty and, if so, the sessions it forgot made known to it again and the unfinished ones queued
+    (the supervisor itself never talks to the broker). Its few lines go to the supervisor's log."""
+
+    def __init__(self, home: Path):
+        argv = [sys.executable, "-m", "tilth", "resume", "--from-supervisor"]
+        env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=home, env=env, start_new_session=True)
+        self.pid = self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
 
 
 def signal_pid(pid: int, sig: int) -> bool:

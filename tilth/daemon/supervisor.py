@@ -4,7 +4,8 @@ auto-resume time after a backoff, or a reason saying its auto-resumes are used u
 re-queue done sessions whose plan grew, queue crashed sessions whose auto-resume time has
 come and paused sessions whose usage limit has lifted (both as `tilth resume` would), start
 queued sessions that are due while slots are free, and ask to be woken at the next scheduled
-start, auto-resume or end of a pause. Everything else only calls it, one tick at a time (a
+start, auto-resume or end of a pause, and (with `[dispatch]`) look now and then for sessions a broker
+that came back empty forgot. Everything else only calls it, one tick at a time (a
 lock): the apscheduler jobs (the periodic rescan, and date jobs for `--at` start times,
 auto-resume backoffs and ends of pauses), the sessions/ watcher, and a thread per child that
 reports the child's exit. The process around it (lock, signals, shutdown) is in process.py.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +26,7 @@ from tilth.core.config import Settings
 from tilth.core.settings_load import load_settings
 from tilth.core.errors import BadInput
 from tilth.daemon import queue, transitions
-from tilth.daemon.children import Child, describe_exit
+from tilth.daemon.children import Child, Recovery, describe_exit
 from tilth.daemon.control import DaemonLock
 from tilth.daemon.crash_notice import Notices
 from tilth.daemon.revive import look
@@ -60,6 +61,8 @@ class Supervisor:
         self.notices = Notices()
         self._plans_seen: dict[str, int] = {}
         self._wakes: set[datetime] = set()
+        self.recovery: Recovery | None = None
+        self._recovery_due: datetime | None = None
         self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
             "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         self.watcher = Watcher(home / "sessions", self.wake)
@@ -90,6 +93,7 @@ class Supervisor:
                             | self._unpause(queue.to_unpause(now, seen), now):
                         seen = self._look()
                     self._launch(queue.to_start(now, seen, settings.max_parallel_sessions))
+                    self._look_for_forgotten(settings, now)
                     self._schedule(now, queue.wakes(now, seen, policy))
             except Exception:
                 log.exception("tick failed; the next one retries")
@@ -214,6 +218,19 @@ class Supervisor:
             child = Child(paths, resume, self._child_exited)
             self.children[record.id] = child
             log.info("session %s: started runner pid %d%s", record.id, child.pid, " (resume)" if resume else "")
+
+    def _look_for_forgotten(self, settings: Settings, now: datetime) -> None:
+        """With `[dispatch]` and `requeue_forgotten`: every `maintenance_s`, a child looks whether the
+        broker came back empty and, if so, recovers what it forgot (`tilth resume --forgotten`); one
+        look at a time."""
+        if settings.dispatch is None or not settings.requeue_forgotten:
+            return
+        if self.recovery is not None and self.recovery.returncode is None:
+            return
+        if self._recovery_due is not None and now < self._recovery_due:
+            return
+        self._recovery_due = now + timedelta(seconds=settings.dispatch.maintenance_s)
+        self.recovery = Recovery(self.home)
 
     def _schedule(self, now: datetime, wakes: set[datetime]) -> None:
         for moment in wakes - self._wakes:

@@ -1,6 +1,7 @@
 """What tilth keeps in the broker (Redis) for dispatched sessions, besides RQ's own jobs.
 
     tilth:sessions           SET     every dispatched session id
+    tilth:memory             STRING  set once anything was registered: a broker without it came back empty
     tilth:session:<id>       HASH    the session's state as the broker knows it: `STATE_FIELDS`, declared once
     tilth:events:<id>        STREAM  the session's events.jsonl lines, field `e` (mirrored by the runner)
     tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed
@@ -158,12 +159,30 @@ class Broker:
     # -- state and events ---------------------------------------------------------------
     def register(self, session_id: str, fields: dict[str, Any]) -> None:
         with self.redis.pipeline() as pipe:
+            pipe.set(self.key("memory"), b"1", nx=True)
             pipe.sadd(self.key("sessions"), session_id)
             pipe.hset(self.key("session", session_id), mapping=_flat(fields))
             pipe.execute()
 
     def set_state(self, session_id: str, fields: dict[str, Any]) -> None:
-        self.redis.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": wall()}))
+        """Listed too: a broker restarted without persistence learns of a session from its next write."""
+        with self.redis.pipeline() as pipe:
+            pipe.sadd(self.key("sessions"), session_id)
+            pipe.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": wall()}))
+            pipe.execute()
+
+    def claim(self, session_id: str) -> bool:
+        """List a session the broker forgot; True for the one caller that listed it (so only that one
+        acts on it)."""
+        return bool(self.redis.sadd(self.key("sessions"), session_id))
+
+    def remember(self) -> None:
+        """Mark this broker as one that has held tilth's sessions (`remembers`): a broker restarted
+        without persistence comes back without the mark."""
+        self.redis.set(self.key("memory"), b"1", nx=True)
+
+    def remembers(self) -> bool:
+        return bool(self.redis.exists(self.key("memory")))
 
     def state(self, session_id: str) -> dict[str, Any] | None:
         raw = self.redis.hgetall(self.key("session", session_id))

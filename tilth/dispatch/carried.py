@@ -41,9 +41,11 @@ def seal(clone: Path, session_id: str, files: dict[str, bytes], why: str, secret
     return snapshot(clone, session_id, files, signed_message(f"tilth session {session_id}: {why}", signature))
 
 
-def unseal(clone: Path, session_id: str, secret: bytes | None) -> Snapshot:
-    """The last pushed snapshot, checked: SnapshotRefused says what is wrong with it."""
-    found = snapshot_files(clone, session_id, CARRIED, MAX_FILE, MAX_TOTAL)
+def unseal(clone: Path, session_id: str, secret: bytes | None,
+           recorded: tuple[str, str | None] | None = None) -> Snapshot:
+    """The last pushed snapshot (`recorded`: the one under that ref, with that branch tip), checked:
+    SnapshotRefused says what is wrong with it."""
+    found = snapshot_files(clone, session_id, CARRIED, MAX_FILE, MAX_TOTAL, recorded)
     if secret is not None:
         given = signature_in(found.message)
         if given is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 from tilth.dispatch.broker import Broker, BrokerDown
 from tilth.store.answers import last_question
@@ -18,6 +19,8 @@ from tilth.store.prd_peek import peek_plan
 from tilth.store.session_peek import peek_session
 
 log = logging.getLogger("tilth.dispatch")
+FINAL_RETRY_S = 1.0
+"""How often a final state the broker did not take is tried again: it is the last thing the job does."""
 STATE_EVENTS = {"session_started", "task_started", "task_done", "task_failed", "task_parked", "session_end",
                 "session_paused"}
 
@@ -61,6 +64,8 @@ class Mirror:
         self.on_remote = state_of(self.paths)["progress"]
 
     def publish_state(self, **extra: object) -> None:
+        """The state hash now; the final one (`final`: nothing follows it) is tried again until the
+        broker answers, for up to `push_patience_s`."""
         state = state_of(self.paths)
         if not self.final and state["state"] not in ("running", "queued", "paused"):
             state["state"] = "finishing"
@@ -68,7 +73,28 @@ class Mirror:
         try:
             self.broker.set_state(self.paths.id, {**state, **extra})
         except BrokerDown:
-            log.warning("session %s: broker unreachable; its state goes out with the next event", self.paths.id)
+            if not self.final:
+                log.warning("session %s: broker unreachable; its state goes out with the next event", self.paths.id)
+            elif self._publish_when_back({**state, **extra}):
+                self.catch_up()
+
+    def _publish_when_back(self, fields: dict[str, object]) -> bool:
+        patience = self.broker.dispatch.push_patience_s
+        log.warning("session %s: broker unreachable; its end state (%s) goes out when it answers again (trying "
+                    "for up to %.0fs)", self.paths.id, fields["state"], patience)
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline:
+            time.sleep(FINAL_RETRY_S)
+            try:
+                self.broker.set_state(self.paths.id, fields)
+            except BrokerDown:
+                continue
+            log.warning("session %s: the broker answers again; its end state (%s) is published", self.paths.id,
+                        fields["state"])
+            return True
+        log.error("session %s: the broker did not answer for %.0fs; its end state is on the remote only "
+                  "(`tilth status` reads it there once the broker has forgotten the session)", self.paths.id, patience)
+        return False
 
 
 def state_of(paths: SessionPaths) -> dict[str, object]:

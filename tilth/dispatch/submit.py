@@ -32,6 +32,7 @@ def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str 
     broker = Broker(dispatch)
     try:
         broker.redis.ping()
+        broker.remember()  # before the session is on the remote: an empty broker is not one that forgot it
     except BrokerDown as exc:
         raise BadInput(f"the broker {dispatch.broker_shown} is unreachable ({exc}); start it or fix "
                        "[dispatch] broker_url, then start again (nothing was created)") from None

@@ -166,14 +166,19 @@ class Snapshot:
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 
 
-def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern[str], max_file: int, max_total: int) -> Snapshot:
+def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern[str], max_file: int, max_total: int,
+                   recorded: tuple[str, str | None] | None = None) -> Snapshot:
     """The session's files as last pushed, read as data: only regular files (mode 100644) and
     directories, each name plain (no `..`, `/`, leading dot), each path matching `allowed`, sizes
-    within bounds; anything else is SnapshotRefused naming it."""
+    within bounds; anything else is SnapshotRefused naming it. `recorded`: the snapshot under that
+    ref instead, its branch tip the one given (a reading repository has no branches)."""
     repo = pygit2.Repository(str(clone))
-    ref = repo.references.get(FILES_REF.format(session_id))
-    branch = repo.references.get(BRANCH_REF.format(session_id))
-    tip = str(branch.target) if branch is not None else None
+    if recorded is None:
+        ref = repo.references.get(FILES_REF.format(session_id))
+        branch = repo.references.get(BRANCH_REF.format(session_id))
+        tip = str(branch.target) if branch is not None else None
+    else:
+        ref, tip = repo.references.get(recorded[0]), recorded[1]
     if ref is None:
         return Snapshot({}, "", tip)
     commit = repo[ref.target].peel(pygit2.Commit)

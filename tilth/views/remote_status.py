@@ -56,8 +56,9 @@ def one_lines(state: dict[str, Any], session_id: str) -> list[str]:
     return lines
 
 
-def listing_lines(states: list[dict[str, Any]], lost: list[str], down: str | None) -> list[str]:
-    """The lines `tilth status` appends for the broker's sessions (none when it has none)."""
+def listing_lines(states: list[dict[str, Any]], lost: list[dict[str, Any]], down: str | None) -> list[str]:
+    """The lines `tilth status` appends for the broker's sessions (none when it has none); a state
+    marked `recorded` is a finished session only the remote's record has, `lost` the unfinished ones."""
     if down:
         return [f"dispatched: {down}"]
     if not states and not lost:
@@ -65,5 +66,17 @@ def listing_lines(states: list[dict[str, Any]], lost: list[str], down: str | Non
     return ["dispatched sessions (broker):"] + [
         f"  {s['id']}  {s.get('state', '?'):<8} {s.get('progress', '?'):>5}  {current_of(s) or '-':<8} "
         f"{s.get('worker') or '-'}" + (f"  {s['reason']}" if s.get("state") == "refused" else "")
-        for s in states] + [
-        f"  {i}  forgotten  on the remote, not in the broker: `tilth resume {i}` queues it again" for i in lost]
+        + ("  (from the remote's record: the broker forgot it; `tilth resume --forgotten` registers it, "
+           "nothing runs)" if s.get("recorded") else "")
+        for s in states] + [forgotten_line(s) for s in lost]
+
+
+def forgotten_line(lost: dict[str, Any]) -> str:
+    i = lost["id"]
+    if lost.get("worker"):
+        return (f"  {i}  forgotten  {lost.get('state')} on the remote ({lost.get('progress', '?')} done), held by "
+                f"{lost['worker']}: it carries on, and the broker lists it again at its next step")
+    if lost.get("reason"):
+        return f"  {i}  forgotten  on the remote, not in the broker, its record not trusted ({lost['reason']})"
+    return (f"  {i}  forgotten  {lost.get('state')} on the remote ({lost.get('progress', '?')} done), not in the "
+            f"broker: `tilth resume {i}` queues it again (`tilth resume --forgotten`: every such session)")
