@@ -9,6 +9,7 @@ of its own."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from hashlib import sha1
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from tilth.run.pausing import wait_out
 from tilth.run.secret_gate import rejection as secret_rejection
 from tilth.run.stalling import break_stall
 from tilth.run.stopflag import StopFlag
+from tilth.run.test_count import Census
 from tilth.store.events import document
 from tilth.store.inbox import take_unread
 from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, VerifyResult, append_entry, read_entries, \
@@ -160,7 +162,10 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     verifies: list[VerifyResult] = []
     verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
     if verdict is None:
-        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change)))
+        census = Census.of(run.checks, task, ws.paths.dir)
+        count = partial(census.count, ws.repo, may_change=task.may_change, events=ws.events, task_id=task.id,
+                        iteration=iteration)
+        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change, count)))
     if verdict is None and case is not None:
         verdict, verifies = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
     assert verdict is not None, "a missing case is NO_CASE"

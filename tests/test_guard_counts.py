@@ -1,0 +1,82 @@
+"""The guard counts tests: the test ids the task's starting point collects and the staged tree does
+not, and the tests a skip marker added in the diff covers, refuse an attempt (`tests_weakened`) with
+each id named, unless the task's `may_change` allows the file. Real git, real pytest and unittest
+listed inside the sandbox, the scripted backend (whose evaluator accepts everything)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import git, task
+
+ONE_TRY = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
+THIS_PYTHON = {"TILTH_SANDBOX_EXPOSE": ",".join(dict.fromkeys(
+    [sys.prefix, str(Path(os.path.realpath(sys.executable)).parent.parent)]))}
+PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider tests"
+UNITTEST = f"{sys.executable} -m unittest discover -s tests -t ."
+CORE = ("import pytest\n\n\ndef test_one():\n    assert 1 + 1 == 2\n\n\n"
+        "@pytest.mark.parametrize('n', [1, 2])\ndef test_two(n):\n    assert n > 0\n\n\n"
+        "class TestThree:\n    def test_three(self):\n        assert True\n")
+CASES = ("import unittest\n\n\nclass TestCore(unittest.TestCase):\n    def test_one(self):\n        self.assertTrue(True)\n\n"
+         "    def test_two(self):\n        self.assertEqual(2, 2)\n")
+
+
+def commit_files(repo: Path, files: dict[str, str]) -> None:
+    for name, text in {".gitignore": "__pycache__/\n", **files}.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "tests")
+
+
+def counted(sandbox, session_id: str) -> list[dict]:
+    return [e["data"] for e in sandbox.events(session_id) if e["type"] == "tests_counted"]
+
+
+@pytest.mark.parametrize("changed, said", [
+    (CORE.replace("def test_one():\n    assert 1 + 1 == 2\n\n\n", ""),
+     "tests/test_core.py (no longer collects tests/test_core.py::test_one)"),
+    (CORE.replace("@pytest.mark.parametrize('n', [1, 2])", "@pytest.mark.parametrize('n', [1])"),
+     "tests/test_core.py (no longer collects tests/test_core.py::test_two[2])"),
+    (CORE.replace("    def test_three", "    @pytest.mark.skip(reason='later')\n    def test_three"),
+     "tests/test_core.py (adds @pytest.mark.skip: skips tests/test_core.py::TestThree::test_three)"),
+    (CORE.replace("    assert n > 0", "    pytest.skip('flaky')\n    assert n > 0"),
+     "tests/test_core.py (adds pytest.skip: skips tests/test_core.py::test_two[1], tests/test_core.py::test_two[2])"),
+])
+def test_a_test_removed_or_newly_skipped_is_refused_with_its_id_named(sandbox, changed, said):
+    commit_files(sandbox.repo, {"tests/test_core.py": CORE})
+    scenario = {"tasks": {"T-1": [{"write": {"tests/test_core.py": changed, "src.txt": "x\n"}}]}}
+    result = sandbox.start("s1", [task("T-1")], scenario, "--check", PYTEST, env={**ONE_TRY, **THIS_PYTHON})
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = sandbox.ledger("s1", "T-1")[0]["verdict"]
+    assert verdict["category"] == "tests_weakened" and verdict["evidence"] == [said], verdict
+    assert said in verdict["concern"]
+    listed = counted(sandbox, "s1")
+    assert len(listed) == 1 and listed[0]["before"] == 4, listed
+
+
+def test_a_test_added_and_none_lost_passes_and_the_task_may_allow_a_removal(sandbox):
+    commit_files(sandbox.repo, {"tests/test_core.py": CORE})
+    grown = CORE + "\n\ndef test_four():\n    assert True\n"
+    shrunk = CORE.replace("def test_one():\n    assert 1 + 1 == 2\n\n\n", "")
+    plan = [task("T-1"), task("T-2", may_change=["tests/test_core.py"])]
+    scenario = {"tasks": {"T-1": [{"write": {"tests/test_core.py": grown}}],
+                          "T-2": [{"write": {"tests/test_core.py": shrunk}}]}}
+    result = sandbox.start("s1", plan, scenario, "--check", PYTEST, env={**ONE_TRY, **THIS_PYTHON})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
+    assert [(c["before"], c["after"], c["lost"]) for c in counted(sandbox, "s1")] == [(4, 5, 0)]  # T-2: allowed, not listed
+
+
+def test_unittest_discovery_is_listed_and_a_removed_method_named(sandbox):
+    commit_files(sandbox.repo, {"tests/__init__.py": "", "tests/test_core.py": CASES})
+    shrunk = CASES.replace("\n    def test_two(self):\n        self.assertEqual(2, 2)\n", "")
+    scenario = {"tasks": {"T-1": [{"write": {"tests/test_core.py": shrunk}}]}}
+    result = sandbox.start("s1", [task("T-1")], scenario, "--check", UNITTEST, env={**ONE_TRY, **THIS_PYTHON})
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = sandbox.ledger("s1", "T-1")[0]["verdict"]
+    assert verdict["evidence"] == ["tests/test_core.py (no longer collects tests.test_core.TestCore.test_two)"], verdict
