@@ -5,6 +5,7 @@ listed inside the sandbox, the scripted backend (whose evaluator accepts everyth
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -80,3 +81,33 @@ def test_unittest_discovery_is_listed_and_a_removed_method_named(sandbox):
     assert result.returncode == 1, result.stdout + result.stderr
     verdict = sandbox.ledger("s1", "T-1")[0]["verdict"]
     assert verdict["evidence"] == ["tests/test_core.py (no longer collects tests.test_core.TestCore.test_two)"], verdict
+
+
+def test_runners_are_found_in_check_commands_and_a_listing_read_only_whole():
+    from tilth.agents.test_census import read_pytest, runners, skipped_tests
+
+    found = runners(["cd sub && uv run pytest -q -x --lf tests > out.txt", "python3 -m pytest -vv -k fast",
+                     "make test", "python -m unittest discover -s tests", "ruff check ."])
+    assert [(r.kind, r.cd) for r in found] == [("pytest", "sub"), ("pytest", ""), ("unittest", "")]
+    assert found[0].collect == "cd sub && uv run pytest tests --collect-only --verbosity=-1"
+    assert found[1].collect == "python3 -m pytest -k fast --collect-only --verbosity=-1"
+    listing = "t.py::a\nt.py::b[x y]\n\n2 tests collected in 0.01s\n"
+    assert read_pytest(listing, 0) == ({"t.py::a": "t.py", "t.py::b[x y]": "t.py"}, [])
+    assert read_pytest(listing.replace("2 tests", "3 tests"), 0) is None  # cut short: no census
+    assert read_pytest(listing, 4) is None                                # a usage error
+    source = ("import pytest\npytestmark = pytest.mark.skip\n\nclass TestA:\n    @pytest.mark.xfail\n"
+              "    def test_b(self):\n        def inner():\n            pytest.skip('x')\n")
+    assert skipped_tests("t.py", source, [2, 5, 8]) == ["t.py", "t.py::TestA::test_b"]
+    assert skipped_tests("t.py", "def (:", [1]) is None
+
+
+def test_the_evaluator_reads_the_test_files_diff_first(sandbox):
+    """An assertion loosened in place is the evaluator's to judge: its prompt shows the test files first."""
+    commit_files(sandbox.repo, {"lib.py": "X = 1\n", "tests/test_lib.py": "def test_x():\n    assert X == 1\n"})
+    step = {"write": {"lib.py": "X = 2\n", "tests/test_lib.py": "def test_x():\n    assert X > 0\n"}}
+    result = sandbox.start("s1", [task("T-1")], {"tasks": {"T-1": [step]}}, env=ONE_TRY)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [json.loads(line) for line in (sandbox.session_dir("s1") / "prompts.jsonl").read_text().splitlines()]
+    prompt = next(r["prompt"] for r in rows if r["role"] == "evaluator")
+    assert "test files first" in prompt
+    assert -1 < prompt.index("diff --git a/tests/test_lib.py") < prompt.index("diff --git a/lib.py"), prompt

@@ -54,6 +54,19 @@ def ids_said(ids: Iterable[str]) -> str:
     return ", ".join(shown[:SHOWN_IDS]) + more
 
 
+def tests_first(patch: str) -> str:
+    """The patch with its test files' sections first (for the evaluator, who judges an assertion
+    loosened in place), each section as it was, the rest in their order."""
+    sections = re.split(r"(?m)^(?=diff --git )", patch)
+    head, files = sections[0], [s for s in sections[1:] if s]
+
+    def is_test(section: str) -> bool:
+        first = section.split("\n", 1)[0]
+        return any(is_test_file(p) for p in re.findall(r"(?:^| )[ab]/(\S+)", first))
+
+    return head + "".join(sorted(files, key=lambda section: not is_test(section)))
+
+
 def matches(path: str, globs: Iterable[str]) -> bool:
     for glob in globs:
         if glob.endswith("/") and path.startswith(glob):
