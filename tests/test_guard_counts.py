@@ -44,9 +44,9 @@ def counted(sandbox, session_id: str) -> list[dict]:
     (CORE.replace("@pytest.mark.parametrize('n', [1, 2])", "@pytest.mark.parametrize('n', [1])"),
      "tests/test_core.py (no longer collects tests/test_core.py::test_two[2])"),
     (CORE.replace("    def test_three", "    @pytest.mark.skip(reason='later')\n    def test_three"),
-     "tests/test_core.py (adds @pytest.mark.skip: skips tests/test_core.py::TestThree::test_three)"),
+     "tests/test_core.py (newly skips tests/test_core.py::TestThree::test_three)"),
     (CORE.replace("    assert n > 0", "    pytest.skip('flaky')\n    assert n > 0"),
-     "tests/test_core.py (adds pytest.skip: skips tests/test_core.py::test_two[1], tests/test_core.py::test_two[2])"),
+     "tests/test_core.py (newly skips tests/test_core.py::test_two[1], tests/test_core.py::test_two[2])"),
 ])
 def test_a_test_removed_or_newly_skipped_is_refused_with_its_id_named(sandbox, changed, said):
     commit_files(sandbox.repo, {"tests/test_core.py": CORE})
@@ -54,7 +54,7 @@ def test_a_test_removed_or_newly_skipped_is_refused_with_its_id_named(sandbox, c
     result = sandbox.start("s1", [task("T-1")], scenario, "--check", PYTEST, env={**ONE_TRY, **THIS_PYTHON})
     assert result.returncode == 1, result.stdout + result.stderr
     verdict = sandbox.ledger("s1", "T-1")[0]["verdict"]
-    assert verdict["category"] == "tests_weakened" and verdict["evidence"] == [said], verdict
+    assert verdict["category"] == "tests_weakened" and said in verdict["evidence"], verdict
     assert said in verdict["concern"]
     listed = counted(sandbox, "s1")
     assert len(listed) == 1 and listed[0]["before"] == 4, listed
@@ -71,6 +71,8 @@ def test_a_test_added_and_none_lost_passes_and_the_task_may_allow_a_removal(sand
     assert result.returncode == 0, result.stdout + result.stderr
     assert sandbox.statuses("s1") == {"T-1": "done", "T-2": "done"}
     assert [(c["before"], c["after"], c["lost"]) for c in counted(sandbox, "s1")] == [(4, 5, 0)]  # T-2: allowed, not listed
+    message = git(sandbox.repo, "log", "-1", "--format=%B", sandbox.commits("s1")[0]["sha"])
+    assert "4 test ids listed on the task's starting point still collected" in message, message
 
 
 def test_unittest_discovery_is_listed_and_a_removed_method_named(sandbox):

@@ -87,6 +87,10 @@ class Census:
                 after_of.update({where: after for where in set(after.ids.values())})
         return Counted(found_lost, self._skipped(repo, diff, staged, after_of), compared)
 
+    def counting(self, repo: pygit2.Repository, may_change: Iterable[str], events: EventLog, task_id: str,
+                 iteration: int) -> Counting:
+        return Counting(self, repo, tuple(may_change), events, task_id, iteration)
+
     def _skipped(self, repo: pygit2.Repository, diff: pygit2.Diff, staged: str,
                  after_of: dict[str, Collection]) -> dict[str, tuple[str, ...]]:
         lines: dict[str, list[int]] = {}
@@ -120,3 +124,26 @@ class Census:
             while len(_listings) > KEPT_LISTINGS:
                 _listings.popitem(last=False)
         return listing
+
+
+@dataclass
+class Counting:
+    """An attempt's census, called by the guard with the staged diff (`run/keeping.refused`); what it
+    found stays for the attempt's ledger entry."""
+
+    census: Census
+    repo: pygit2.Repository
+    may_change: tuple[str, ...]
+    events: EventLog
+    task_id: str
+    iteration: int
+    found: Counted | None = None
+
+    def __call__(self, diff: pygit2.Diff, changes: list[FileChange]) -> Counted:
+        self.found = self.census.count(self.repo, diff, changes, self.may_change, self.events, self.task_id,
+                                       self.iteration)
+        return self.found
+
+    @property
+    def compared(self) -> int:
+        return self.found.compared if self.found is not None else 0
