@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git, task
+from test_confinement_home import machine, require_bwrap  # noqa: F401 (the fixture)
 
 ONE_TRY = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
 THIS_PYTHON = {"TILTH_SANDBOX_EXPOSE": ",".join(dict.fromkeys(
@@ -113,3 +114,32 @@ def test_the_evaluator_reads_the_test_files_diff_first(sandbox):
     prompt = next(r["prompt"] for r in rows if r["role"] == "evaluator")
     assert "test files first" in prompt
     assert -1 < prompt.index("diff --git a/tests/test_lib.py") < prompt.index("diff --git a/lib.py"), prompt
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_the_listing_runs_confined_as_root_and_as_an_unprivileged_user(machine):
+    """A conftest.py that writes into TILTH_HOME when it can: the listings of both trees run in the
+    sandbox (as the checks do), so it never can, and the removed test is named all the same."""
+    require_bwrap()
+    leak = machine.tilth_home / "leak.txt"
+    files = {"tests/conftest.py": f"try:\n    open({str(leak)!r}, 'w').write('listed unconfined')\nexcept OSError:\n    pass\n",
+             "tests/test_core.py": "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n",
+             ".gitignore": "__pycache__/\n"}
+    for name, text in files.items():
+        (machine.repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (machine.repo / name).write_text(text)
+    machine.git("add", "-A")
+    machine.git("commit", "-q", "-m", "tests")
+    machine.own(machine.repo)
+    scenario = {"tasks": {"T-1": [{"write": {"tests/test_core.py": "def test_one():\n    pass\n"}}]}}
+    python = machine.user.python  # a home closed to others (pyenv's in /root) has a stand-in under /var/tmp
+    expose = ",".join(dict.fromkeys([str(Path(python).parent.parent), *THIS_PYTHON["TILTH_SANDBOX_EXPOSE"].split(",")]))
+    result = machine.start("s1", [task("T-1")], scenario, env={
+        **ONE_TRY, "TILTH_SANDBOX_EXPOSE": expose, "TILTH_SANDBOX": "bwrap", "TILTH_CHECKS": f"{python} -m pytest -q tests"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = json.loads((machine.tilth_home / "sessions/s1/ledger/T-1.jsonl").read_text().splitlines()[0])["verdict"]
+    assert verdict["evidence"] == ["tests/test_core.py (no longer collects tests/test_core.py::test_two)"], verdict
+    assert [e["data"]["before"] for e in machine.events("s1") if e["type"] == "tests_counted"] == [2]
+    assert not leak.exists()
+    assert not list((machine.tilth_home / "sessions/s1/census").iterdir())  # the trees' copies are removed
