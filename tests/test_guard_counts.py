@@ -118,7 +118,7 @@ def test_the_evaluator_reads_the_test_files_diff_first(sandbox):
 
 @pytest.mark.slow
 @pytest.mark.bwrap
-def test_the_listing_runs_confined_as_root_and_as_an_unprivileged_user(machine):
+def test_the_listing_runs_confined_as_root_and_as_an_unprivileged_user(machine):  # noqa: F811 (the fixture)
     """A conftest.py that writes into TILTH_HOME when it can: the listings of both trees run in the
     sandbox (as the checks do), so it never can, and the removed test is named all the same."""
     require_bwrap()
