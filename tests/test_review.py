@@ -382,6 +382,10 @@ def test_build_report_for_one_done_and_one_failed_task(sandbox):
         f"  T-2   failed   2         2 (weak_test, weak_test)  -                      {head}  180/0/20              $0.0030"
         "  0s\n"
         '  FAILED T-2 Hard one: failed after 2 attempts: the evaluator found the tests too weak: "no test covers it"\n'
+        "Rejections (attempt: category: concern; tilth's own refusals and the evaluator's):\n"
+        "- T-2 (failed)\n"
+        "  - attempt 1: weak_test: no test covers it\n"
+        "  - attempt 2: weak_test: no test covers it\n"
         "Attempts:   3\n"
         "Tokens:     300\n"
         "Cost:       $0.0040\n"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pygit2
 
 from tilth.git.gitops import first_parent_chain
+from tilth.store.ledger import LedgerEntry
 from tilth.store.prd import Task
 
 SESSION = "Tilth-Session"
@@ -33,8 +34,33 @@ def _trailers(pairs: list[tuple[str, str]]) -> str:
     return "\n".join(f"{key}: {_one_line(value)}" for key, value in pairs)
 
 
-def done_message(session_id: str, task: Task, summary: str, iterations: int) -> str:
-    body = summary.strip() or "(no summary)"
+def verified_lines(entry: LedgerEntry) -> list[str]:
+    """What tilth itself established on the accepted attempt, one line each: the guard, every check
+    and verify command with its result, the evaluator."""
+    counted = (f", {entry.tests_counted} test ids listed on the task's starting point still collected"
+               if entry.tests_counted else "")
+    lines = [f"- guard: passed (no test deleted, emptied or newly skipped{counted}; no protected path or "
+             "symlink leaving the worktree beyond what the task's may_change allows)"]
+    for check in entry.checks:
+        status = "timed out" if check.exit_code is None else f"exit {check.exit_code}"
+        said = ("passed (exit 0)" if check.exit_code == 0 else
+                f"{status}, failing the same way on the base commit (not blamed)" if check.excused else status)
+        lines.append(f"- check `{_one_line(check.command)}`: {said}")
+    for verify in entry.verifies:
+        said = "passed (exit 0)" if verify.passed else verify.status
+        lines.append(f"- verify `{_one_line(verify.command)}` (criterion: {_one_line(verify.criterion, 120)}): {said}")
+    lines.append(f"- evaluator: accepted attempt {entry.iter}")
+    return lines
+
+
+def done_message(session_id: str, task: Task, summary: str, iterations: int, entry: LedgerEntry | None = None) -> str:
+    """The task commit's message: what tilth verified (with `entry`, the accepted attempt), then the
+    worker's own summary as the worker's, then the trailers."""
+    said = summary.strip() or "(no summary)"
+    body = f"Worker's summary: {said}"
+    if entry is not None:
+        body = ("Verified by tilth on the accepted attempt, before this commit:\n" + "\n".join(verified_lines(entry))
+                + "\n\n" + body)
     trailers = _trailers([(SESSION, session_id), (TASK, task.id), (ITERATIONS, str(iterations))])
     return f"{task.id}: {_one_line(task.title, 120)}\n\n{body}\n\n{trailers}\n"
 

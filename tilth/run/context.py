@@ -17,6 +17,7 @@ from itertools import accumulate
 import pygit2
 
 from tilth.agents.checks import CheckResult
+from tilth.agents.guard import tests_first
 from tilth.agents.verify import verifies_block
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
@@ -45,6 +46,8 @@ document(
 )
 
 TASK_CHARS = 20_000
+DIFF_HEADING = ("The diff against the branch, test files first (tilth's guard refuses tests removed or newly skipped; "
+                "an assertion loosened in place is yours to judge):\n")
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,7 @@ def evaluator_prompt(src: Sources, task: Task, iteration: int, case: Case | None
         *([("human notes", told, s.human_notes_chars)] if (told := human_notes(src, task)) else []),
         *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
         ("case", case_block(case), TASK_CHARS),
-        ("diff", "The diff against the branch:\n" + (diff or "(no changes)"), s.diff_chars),
+        ("diff", DIFF_HEADING + (tests_first(diff) or "(no changes)"), s.diff_chars),
         ("checks", checks_block(checks, failing_before), TASK_CHARS),
         ("verified criteria", verifies_block(list(verifies)), TASK_CHARS),
         ("verdicts", prior_verdicts(history), s.ledger_chars),

@@ -11,12 +11,13 @@ journal (`left_out`) and the placeholder's message (`git/commits.py`).
 
 from __future__ import annotations
 
-from typing import Iterable, Literal
+from typing import Callable, Iterable, Literal
 
 import pygit2
 
 from tilth.agents.guard import Refusal, refusals
-from tilth.git.gitops import diff_changes, staged_diff
+from tilth.agents.test_census import Counted
+from tilth.git.gitops import FileChange, diff_changes, staged_diff
 from tilth.git.left_out import links_leaving, put_back
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -36,10 +37,18 @@ document(
 )
 
 
-def refused(repo: pygit2.Repository, protected: Iterable[str], may_change: Iterable[str]) -> list[Refusal]:
-    """The staged changes (HEAD -> index) the task may not keep."""
+Counter = Callable[[pygit2.Diff, list[FileChange]], Counted]
+"""The test census of a staged diff (`run/test_count.Census.count`, bound to an attempt)."""
+
+
+def refused(repo: pygit2.Repository, protected: Iterable[str], may_change: Iterable[str],
+            count: Counter | None = None) -> list[Refusal]:
+    """The staged changes (HEAD -> index) the task may not keep; with `count`, tests the census finds
+    lost or newly skipped among them (an attempt's guard; a placeholder keeps to the diff's own rules)."""
     diff = staged_diff(repo)
-    return refusals(diff_changes(repo, diff), protected, may_change, links_leaving(repo, diff))
+    changes = diff_changes(repo, diff)
+    return refusals(changes, protected, may_change, links_leaving(repo, diff),
+                    count(diff, changes) if count is not None else None)
 
 
 def leave_out(repo: pygit2.Repository, paths: SessionPaths, events: EventLog, protected: Iterable[str],

@@ -69,7 +69,8 @@ class Lane:
         else:
             stage(ws, task, entry.iter)  # a placeholder keeps the partial work
         summary = entry.case.summary if entry.case else ""
-        commit = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, entry.iter), ws.tip)
+        message = done_message(ws.record.id, task, summary, entry.iter, entry if outcome == "done" else None)
+        commit = commit_staged(ws.repo, ws.record.branch, message, ws.tip)
         checkpoint("lane_committed", task.id)
         return LaneResult(outcome, entry, commit, self.start)
 

@@ -167,7 +167,7 @@ def end_task(ws: Workspace, task: Task, outcome: Outcome, entry: LedgerEntry, re
 def message_of(ws: Workspace, task: Task, outcome: Outcome, entry: LedgerEntry, left_out: list[str]) -> str:
     verdict = entry.verdict
     if outcome == "done":
-        return done_message(ws.record.id, task, entry.case.summary if entry.case else "", entry.iter)
+        return done_message(ws.record.id, task, entry.case.summary if entry.case else "", entry.iter, entry)
     if outcome == "failed":
         return failed_message(ws.record.id, task, failure_reason(entry), entry.iter, verdict.concern, left_out)
     return parked_message(ws.record.id, task, verdict.asked_by, entry.iter, verdict.question, verdict.concern,

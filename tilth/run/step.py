@@ -32,10 +32,11 @@ from tilth.run.pausing import wait_out
 from tilth.run.secret_gate import rejection as secret_rejection
 from tilth.run.stalling import break_stall
 from tilth.run.stopflag import StopFlag
+from tilth.run.test_count import Census
 from tilth.store.events import document
 from tilth.store.inbox import take_unread
-from tilth.store.ledger import Case, LedgerEntry, Question, Verdict, VerifyResult, append_entry, read_entries, \
-    worker_question
+from tilth.store.ledger import Case, CheckRun, LedgerEntry, Question, Verdict, VerifyResult, append_entry, \
+    read_entries, worker_question
 from tilth.store.prd import Task, TaskStatus, load_current_plan, set_status
 
 document(
@@ -159,10 +160,12 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     summary = describe_diff(diff)
     verifies: list[VerifyResult] = []
     verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
+    count = Census.of(run.checks, task, ws.paths.dir).counting(ws.repo, task.may_change, ws.events, task.id, iteration)
     if verdict is None:
-        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change)))
+        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change, count)))
+    checks: list[CheckRun] = []
     if verdict is None and case is not None:
-        verdict, verifies = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
+        verdict, verifies, checks = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
     assert verdict is not None, "a missing case is NO_CASE"
     if (checked := no_second_park(ws.paths.dir, task.id, verdict)) is not verdict:
         ws.events.emit("question_repeated", task.id, iteration, asked_by=verdict.asked_by, question=verdict.question)
@@ -173,7 +176,8 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
         verdict = verdict.model_copy(update={"category": "evaluator_question"})
     verdict = break_stall(run.diff_shas.setdefault(task.id, {}), run.settings.stall_after, ws.events, task.id, iteration,
                           verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
-    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict, verifies=verifies)
+    entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict, verifies=verifies,
+                        checks=checks, tests_counted=count.compared)
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)
@@ -201,16 +205,18 @@ def worker_turn(run: Run, task: Task, iteration: int,
 
 
 def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], case: Case, diff: str,
-             summary: str) -> tuple[Verdict, list[VerifyResult]]:
-    """The checks and verify commands, then (unless a verify failed) the evaluator's verdict."""
+             summary: str) -> tuple[Verdict, list[VerifyResult], list[CheckRun]]:
+    """The checks and verify commands, then (unless a verify failed) the evaluator's verdict; the checks
+    as the ledger keeps them."""
     ws, bundle = run.ws, run.checks
     worktree = Path(ws.record.worktree)
     checks = bundle.run(ws.events, task.id, iteration)
     verifies = bundle.verify(task, ws.events, iteration)
+    excused = bundle.excused(checks)
+    kept = [CheckRun(command=c.command, exit_code=c.exit_code, excused=c.command in excused) for c in checks]
     if (refused := verify_rejection(verifies)) is not None:
-        return refused, verifies
-    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks, verifies,
-                              bundle.excused(checks))
+        return refused, verifies, kept
+    prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks, verifies, excused)
     job = EvaluationJob(ws.record.id, task, iteration, worktree, prompt, case, diff, summary,
                         history, ws.events, checks, run.sandbox)
-    return bundle.judged(run.backend.evaluator.evaluate(job), checks), verifies
+    return bundle.judged(run.backend.evaluator.evaluate(job), checks), verifies, kept

@@ -124,6 +124,19 @@ class VerifyResult(CommandRun):
     criterion: str
 
 
+class CheckRun(BaseModel):
+    """A check on an attempt as its commit message says it: the command, its exit status, and whether
+    it failed the same way on the base commit (not blamed)."""
+
+    command: str
+    exit_code: int | None
+    excused: bool = False
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_defaults(handler(self), excused=False)
+
+
 class LedgerEntry(BaseModel):
     ts: str = Field(default_factory=iso_ms)
     iter: int
@@ -134,10 +147,14 @@ class LedgerEntry(BaseModel):
     verifies: list[VerifyResult] = Field(default_factory=list)
     """Each criterion's `verify` command run on this attempt (none when no criterion has one, or when
     the attempt was rejected before they ran)."""
+    checks: list[CheckRun] = Field(default_factory=list)
+    """The session's checks on this attempt (none when there are none, or the attempt was rejected first)."""
+    tests_counted: int = 0
+    """The test ids the guard's census listed on the task's starting point (0: none listed)."""
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_defaults(handler(self), verifies=[])
+        return _without_defaults(handler(self), verifies=[], checks=[], tests_counted=0)
 
 
 LEFT_OUT: Literal["left_out"] = "left_out"

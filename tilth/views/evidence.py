@@ -1,8 +1,8 @@
 """What proved a task or explains its end, read from the session's files: each acceptance criterion
 with what its verify command did on the last attempt (`CriterionProof`, `proofs`), the checks that already
 failed on the base commit (`failing_before`), the ledger's attempts and rejections (`verdicts`), the checks of
-each attempt (`last_checks`), a failure's recorded reason (`failure_reasons`) and who asked a stop
-(`stopped_by`). `views/tally.py` puts them together per task."""
+each attempt (`last_checks`; by command: `check_runs`), each rejection in words (`rejected`), a failure's
+recorded reason (`failure_reasons`) and who asked a stop (`stopped_by`). `views/tally.py` puts them together per task."""
 
 from __future__ import annotations
 
@@ -44,6 +44,56 @@ class CriterionProof:
             return f"`{self.command}` not run on the last attempt"
         return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}") + (
             " (it exited 0 on the base commit too: it proves nothing new)" if self.passed_at_base else "")
+
+
+@dataclass(frozen=True)
+class CheckShown:
+    """One check on a task's last attempt, as the report and the PR description name it."""
+
+    command: str
+    exit_code: int | None
+    failed_before: bool = False
+    """It failed on the base commit too (`baseline.json`): not blamed on the task."""
+
+    @property
+    def said(self) -> str:
+        status = "timed out" if self.exit_code is None else f"exit {self.exit_code}"
+        mark = "✓" if self.exit_code == 0 else "✗"
+        return f"{mark} `{self.command}` {status}" + (
+            " (it failed on the base commit too: not blamed)" if self.failed_before and self.exit_code != 0 else "")
+
+
+SHOWN_REJECTIONS = 5
+"""Rejections named per task (the last ones; the ledger has every one)."""
+CONCERN_CHARS = 300
+
+
+def rejected(paths: SessionPaths, task_id: str) -> tuple[str, ...]:
+    """`attempt 1: verify_failed: <concern>` for each rejected attempt (the last `SHOWN_REJECTIONS`,
+    after a count of the earlier ones), concerns cut at `CONCERN_CHARS`."""
+    said = []
+    for entry in read_entries(paths.ledger_dir, task_id):
+        verdict = entry.verdict
+        if verdict.accepted or verdict.verdict == "needs_human":
+            continue
+        concern = " ".join(verdict.concern.split())
+        concern = concern if len(concern) <= CONCERN_CHARS else concern[:CONCERN_CHARS - 3] + "..."
+        said.append(f"attempt {entry.iter}: {verdict.category or 'unspecified'}: {concern or '(no concern given)'}")
+    earlier = len(said) - SHOWN_REJECTIONS
+    return tuple(([f"{earlier} earlier rejection{'s' if earlier > 1 else ''} (the ledger has them)"]
+                  if earlier > 0 else []) + said[-SHOWN_REJECTIONS:])
+
+
+def check_runs(events: list[dict[str, Any]], baseline: Baseline | None) -> dict[tuple[Any, Any], tuple[CheckShown, ...]]:
+    """Each check of the last checks run of each (task, attempt), by command."""
+    failing = {c.command for c in baseline.failing_before} if baseline is not None else set()
+    last = {}
+    for event in events:
+        if event["type"] == "checks_run":
+            last[(event.get("task"), event.get("iter"))] = tuple(
+                CheckShown(str(r.get("command")), r.get("exit_code"), r.get("command") in failing)
+                for r in event["data"].get("results", []) if isinstance(r, dict))
+    return last
 
 
 def failure_reasons(paths: SessionPaths) -> dict[str, str]:

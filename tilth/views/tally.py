@@ -36,8 +36,8 @@ from tilth.store.rollup_fold import OUTSIDE_RUN
 from tilth.store.session import load_session
 from tilth.store.session_record import SessionRecord
 from tilth.views import figures
-from tilth.views.evidence import (CriterionProof, failing_before, failure_reasons, last_checks, proofs,
-                                   read_baseline, stopped_by, verdicts)
+from tilth.views.evidence import (CheckShown, CriterionProof, check_runs, failing_before, failure_reasons, last_checks,
+                                  proofs, read_baseline, rejected, stopped_by, verdicts)
 from tilth.views.figures import verdict_label
 from tilth.views.reasons import session_end, task_failure, verdict_words
 
@@ -79,6 +79,10 @@ class TaskTally:
     blocked: str = ""
     """`blocked (T-1 failed)`, `blocked (T-2 parked)` when `blocked_by`."""
     criteria: tuple[CriterionProof, ...] = ()
+    check_runs: tuple[CheckShown, ...] = ()
+    """Each check of the last attempt, by command, with its result."""
+    rejected: tuple[str, ...] = ()
+    """Its rejections in words (`evidence.rejected`: attempt, category, concern; bounded)."""
 
     @property
     def shown_outcome(self) -> str:
@@ -213,6 +217,7 @@ def tally(paths: SessionPaths) -> SessionTally:
     rolled = load_rollup(paths.events)
     reasons = failure_reasons(paths)
     baseline = read_baseline(paths)
+    runs_of = check_runs(events, baseline)
     tasks = []
     for task_id, title, status, depends_on in plan:
         commit = commits.get(task_id)
@@ -223,6 +228,7 @@ def tally(paths: SessionPaths) -> SessionTally:
         verdict = verdict_label(last.verdict, last.category, last.concern, limit=10_000) if last else ""
         words = verdict_words(last.verdict, last.category, last.concern) if last else ""
         checks = checks_of.get((task_id, iterations)) if iterations else None
+        ran = runs_of.get((task_id, iterations), ()) if iterations else ()
         if commit:
             iterations = max(iterations, commit.iterations)
         if task_id in rolled.tasks:  # an attempt cut off before its verdict was made all the same
@@ -242,6 +248,7 @@ def tally(paths: SessionPaths) -> SessionTally:
             wall_s=rolled.tasks[task_id].wall_s if task_id in rolled.tasks else 0.0,
             criteria=proofs(criteria.get(task_id, []), verifies,
                             baseline.verifies.get(task_id, []) if baseline is not None else []),
+            check_runs=ran, rejected=rejected(paths, task_id) if rejections else (),
         ))
     blocked = blocked_by([_Node(t.id, t.outcome, t.depends_on) for t in tasks])
     outcomes = {t.id: t.outcome for t in tasks}
