@@ -3,8 +3,8 @@ or a model is shown: whole lines, the ones naming those tests kept.
 
 Read from each runner's standard output (the runners whose format is found all count, so a `make
 test` running two of them names both):
-- pytest: the short test summary (`FAILED <id>` / `ERROR <id>` under `short test summary info`;
-  `-rA`, `-rfE` or the default);
+- pytest: the short test summary (`FAILED <id>` / `ERROR <id>` / `SUBFAILED(<params>) <id>` under
+  `short test summary info`; `-rA`, `-rfE` or the default; a failing subtest counts as its test);
 - unittest: the `FAIL: <name> (<id>)` / `ERROR: ...` headings under a line of `=`, given its
   `Ran N tests` line (a subtest counts as its test);
 - cargo test: `test <name> ... FAILED`, given a `test result:` line."""
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from tilth.store.ledger import CommandRun
 
 _PYTEST_SUMMARY = re.compile(r"^=+ short test summary info =+$", re.M)
-_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", re.M)
+_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR|SUBFAILED\(.*?\)) (.+?)(?: - .*)?$", re.M)
 _UNITTEST_RAN = re.compile(r"^Ran \d+ tests? in ", re.M)
 _UNITTEST_FAILED = re.compile(r"^={70}\n(?:FAIL|ERROR|UNEXPECTED SUCCESS): (\S+) \(([^)\s]+)\)", re.M)
 _CARGO_RESULT = re.compile(r"^test result: ", re.M)
@@ -124,7 +124,7 @@ def head_lines(text: str, limit: int) -> str:
     cut = text.rfind("\n", 0, limit)
     if cut <= 0:
         return text[:limit] + "…"
-    rest = text.count("\n", cut + 1) + 1
+    rest = len(text[cut + 1:].rstrip("\n").split("\n"))
     return text[:cut] + f"\n[... {rest} more line{'s' if rest > 1 else ''} not shown ...]"
 
 
