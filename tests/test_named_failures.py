@@ -25,8 +25,10 @@ PYTHON = sys.executable
 PYTEST = f"{PYTHON} -m pytest -q -p no:cacheprovider tests"
 UNITTEST = f"{PYTHON} -m unittest discover -s tests -t ."
 BOXED = {"TILTH_SANDBOX": "bwrap", "TILTH_MAX_ITERATIONS_PER_TASK": "2", "TILTH_FINAL_REVIEW": "false",
-         "TILTH_SANDBOX_EXPOSE": ",".join(dict.fromkeys([sys.prefix, str(Path(os.path.realpath(PYTHON)).parents[1])]))}
-"""Confined by bubblewrap, with this venv and the interpreter it links to visible in the box."""
+         "TILTH_SANDBOX_EXPOSE": ",".join(dict.fromkeys([sys.prefix, str(Path(os.path.realpath(PYTHON)).parents[1]),
+                                                         str(Path(pytest.__file__).resolve().parents[1])]))}
+"""Confined by bubblewrap, with this venv, the interpreter it links to and the packages pytest is
+in visible in the box (a mutant's venv finds them in another one)."""
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + a  # wrong since the base commit\n"
 SUITE = ("import unittest\n\nfrom calc import add, sub\n\n\nclass CalcTest(unittest.TestCase):\n"
@@ -76,6 +78,8 @@ def test_a_verify_over_the_whole_suite_with_a_test_failing_at_base_is_accepted_a
     assert line in pr_body(tally(session_paths("s1", suite.home)))
     assert f"-> {line.split('` ', 1)[1]}\n(every test it names failing failed on the base commit too" \
         in prompts(suite, "s1", "evaluator")[0]
+    doctor = suite.tilth("doctor", "s1")
+    assert "session/s1" in doctor.stdout and "failed, yet its commit" not in doctor.stdout, doctor.stdout
 
 
 @pytest.mark.bwrap
