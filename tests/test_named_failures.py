@@ -1,5 +1,5 @@
 """Failing tests named and held against the base commit: every check and verify command's failing
-tests are read from its runner's output (pytest, unittest, cargo test), compared with the same
+tests are read from its runner's output (pytest, unittest, cargo test, TAP), compared with the same
 command on the base commit (failing before and after: pre-existing, not blocking; newly failing:
 blocks and is named), and named in the verdict, the next prompt, the ledger, report.md and the PR
 description. The sessions run a real test suite inside bubblewrap; the scripted evaluator accepts
@@ -150,8 +150,10 @@ def test_failing_tests_are_read_from_real_pytest_and_unittest_output_and_recorde
     assert failing_ids(out, code) == ["tests.test_calc.CalcTest.test_sub"]
     older = "=" * 70 + "\nFAIL: test_sub (tests.test_calc.CalcTest)\n" + "-" * 70 + "\nRan 2 tests in 0.001s\n"
     assert failing_ids(older, 1) == ["tests.test_calc.CalcTest.test_sub"]  # Python before 3.11
-    cargo = (HERE / "runner_output" / "cargo-test.txt").read_text()  # `cargo test --no-fail-fast`, rust 1.9x
+    cargo = (HERE / "runner_output" / "cargo-test.txt").read_text()  # `cargo test --no-fail-fast` stdout, recorded with rustc 1.95.0
     assert failing_ids(cargo, 101) == ["integ_fails", "src/lib.rs - add (line 1)", "tests::it_fails", "tests::it_panics"]
+    tap = (HERE / "runner_output" / "node-test-tap.txt").read_text()  # `node --test`, recorded with node 20.20
+    assert failing_ids(tap, 1) == ["group > inner fails", "subtracts"]  # a TODO is no failure
     assert failing_ids(out, 0) == [] and failing_ids("make: *** [all] Error 2\n", 2) is None
 
 

@@ -7,7 +7,10 @@ test` running two of them names both):
   `short test summary info`; `-rA`, `-rfE` or the default; a failing subtest counts as its test);
 - unittest: the `FAIL: <name> (<id>)` / `ERROR: ...` headings under a line of `=`, given its
   `Ran N tests` line (a subtest counts as its test);
-- cargo test: `test <name> ... FAILED`, given a `test result:` line."""
+- cargo test: `test <name> ... FAILED`, given a `test result:` line;
+- TAP (`node --test` before Node 23, bats, prove): `not ok N - <name>` but for `# TODO`/`# SKIP`,
+  given a `TAP version` line; a subtest (indented under `# Subtest: <name>`) is `<parent> > <name>`,
+  and a parent failing only through such a subtest is not named again."""
 
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ _UNITTEST_RAN = re.compile(r"^Ran \d+ tests? in ", re.M)
 _UNITTEST_FAILED = re.compile(r"^={70}\n(?:FAIL|ERROR|UNEXPECTED SUCCESS): (\S+) \(([^)\s]+)\)", re.M)
 _CARGO_RESULT = re.compile(r"^test result: ", re.M)
 _CARGO_FAILED = re.compile(r"^test (.+) \.\.\. FAILED$", re.M)
+_TAP_VERSION = re.compile(r"^TAP version \d+$", re.M)
+_TAP_LINE = re.compile(r"^( *)(?:# Subtest: (.+)|not ok \d+(?: -)? ?(.*?))\s*$")
+_TAP_DIRECTIVE = re.compile(r"\s#\s*(?:TODO|SKIP)\b.*$", re.I)
 PARSED_CHARS = 400_000
 """How much of a command's output is read for failing test ids (a runner's summary comes last)."""
 SHOWN_IDS = 10
@@ -49,8 +55,24 @@ def cargo_ids(output: str) -> set[str] | None:
     return set(_CARGO_FAILED.findall(output))
 
 
+def tap_ids(output: str) -> set[str] | None:
+    if not _TAP_VERSION.search(output):
+        return None
+    parents: list[str] = []
+    ids: set[str] = set()
+    for line in output.splitlines():
+        if not (m := _TAP_LINE.match(line)):
+            continue
+        depth = len(m.group(1)) // 4
+        if m.group(2) is not None:
+            parents[depth:] = [m.group(2).strip()]
+        elif not _TAP_DIRECTIVE.search(line):
+            ids.add(" > ".join([*parents[:depth], m.group(3).strip()]))
+    return {i for i in ids if not any(other.startswith(f"{i} > ") for other in ids)}
+
+
 RUNNERS: dict[str, Callable[[str], set[str] | None]] = {"pytest": pytest_ids, "unittest": unittest_ids,
-                                                        "cargo test": cargo_ids}
+                                                        "cargo test": cargo_ids, "tap": tap_ids}
 
 
 def failing_ids(output: str, exit_code: int | None) -> list[str] | None:
@@ -73,7 +95,7 @@ def listed(ids: Sequence[str], limit: int = SHOWN_IDS) -> str:
 def _naming_line(lines: list[str], test_id: str) -> int | None:
     """The last line naming the test (a runner's summary comes last); by its last name when no line
     holds the whole id (an older unittest's `test_x (pkg.Class)`)."""
-    short = re.split(r"::|\.", test_id)[-1]
+    short = re.split(r"::|\.| > ", test_id)[-1]
     for wanted in (test_id, short):
         found = next((i for i in range(len(lines) - 1, -1, -1) if wanted in lines[i]), None)
         if found is not None:
