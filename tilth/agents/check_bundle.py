@@ -1,18 +1,20 @@
 """The check bundle: what a run's checks and verify commands are run with (the configured and the
 session's checks, where, confined how, their time limits, how many script artifacts are kept, and
 the baseline their failures are held against), built once per run (`run/session_run.prepare`);
-a lane's is the same moved to its own worktree and confinement (`at`)."""
+a lane's is the same moved to its own worktree and confinement (`at`). What `run` and `verify` return
+is held against the baseline (`store/baseline.held_against`): which of the failing tests they name
+failed on the base commit too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tilth.agents.checks import CheckResult, enforce_checks, excused, run_checks
+from tilth.agents.checks import CheckResult, enforce_checks, excused, held, run_checks
 from tilth.agents.confinement import Confinement
 from tilth.agents.verify import run_verifies
 from tilth.core.config import Settings
-from tilth.store.baseline import Baseline
+from tilth.store.baseline import Baseline, held_against
 from tilth.store.events import EventLog
 from tilth.store.ledger import Verdict, VerifyResult
 from tilth.store.prd import Task
@@ -41,12 +43,15 @@ class CheckBundle:
         return replace(self, worktree=worktree, sandbox=sandbox)
 
     def run(self, events: EventLog, task_id: str | None, iteration: int) -> list[CheckResult]:
-        return run_checks(list(self.commands), self.worktree, self.timeout, events, task_id, iteration, self.sandbox,
-                          self.keep_runs)
+        return held(run_checks(list(self.commands), self.worktree, self.timeout, events, task_id, iteration,
+                               self.sandbox, self.keep_runs), self.baseline)
 
     def verify(self, task: Task, events: EventLog, iteration: int | None, emit: bool = True) -> list[VerifyResult]:
-        return run_verifies(task, self.worktree, self.verify_timeout, events, iteration, self.sandbox, self.keep_runs,
-                            emit=emit)
+        ran = run_verifies(task, self.worktree, self.verify_timeout, events, iteration, self.sandbox, self.keep_runs,
+                           emit=emit)
+        if self.baseline is None:
+            return ran
+        return [held_against(v, self.baseline.verify(task.id, v.criterion, v.command)) for v in ran]
 
     def judged(self, verdict: Verdict, checks: list[CheckResult]) -> Verdict:
         """The verdict, unless a check fails in a way the base commit did not (then a rejection)."""

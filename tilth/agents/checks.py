@@ -1,51 +1,37 @@
 """Deterministic checks: commands (e.g. `pytest -q`) run in the worktree before each
 evaluation. Their results go to the evaluator, and a failing check can never be accepted, unless
-it already failed on the base commit (`store/baseline.py`) for the same tests (the failing test ids
-of pytest's summary lines, `FAILED <id>` / `ERROR <id>`, compared when both runs have them); nor can
-an empty diff, unless the task allows it."""
+it already failed on the base commit (`store/baseline.py`) for the same tests: the failing tests its
+output names (`agents/failing_tests.py`: pytest, unittest, cargo test) are compared when both runs
+name them; failing before and after is pre-existing, a newly failing test blocks and is named; a
+check that names none and failed at base is excused as failing at base. Nor can an empty diff be
+accepted, unless the task allows it."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 
 from tilth.agents.confinement import Confinement
+from tilth.agents.failing_tests import PARSED_CHARS, excerpt, failing_ids, how_it_failed, listed
 from tilth.agents.tools.shell import run_command
-from tilth.store.baseline import Baseline
+from tilth.store.baseline import Baseline, held_against
 from tilth.store.events import EventLog, document
 from tilth.store.ledger import CommandRun, Verdict
 from tilth.store.script_runs import DEFAULT_KEEP, runs_dir
 
 document({"checks_run": ("deterministic checks ran before the evaluator; data.results: command, exit_code, run_id "
-                         "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0), sandbox_hidden "
+                         "(the check's script artifact, `runs/run-<run_id>/`; null when script_runs_keep is 0), "
+                         "failing_ids (the failing tests its output names, when it names some), sandbox_hidden "
                          "(when it failed on paths this machine has that the sandbox hides: set sandbox_expose)",
                          "results")})
 
 TAIL_CHARS = 2000
-PARSED_CHARS = 400_000
-"""How much of a check's output is read for failing test ids (pytest's summary comes last)."""
-_SUMMARY = re.compile(r"^=+ short test summary info =+$", re.M)
-_FAILING = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
-
-
-def failing_ids(output: str, exit_code: int | None) -> list[str] | None:
-    """The failing test ids of pytest's short summary (`-rA`, `-rfE`, the default), sorted; [] for a
-    pass; None when the output has no summary to read them from."""
-    if exit_code == 0:
-        return []
-    summary = list(_SUMMARY.finditer(output))
-    if not summary:
-        return None
-    ids = sorted({m.group(1) for m in _FAILING.finditer(output, summary[-1].end())})
-    return ids or None
-
+"""The output kept per check: whole lines, those naming its failing tests kept (`failing_tests.excerpt`)."""
+EVIDENCE_CHARS = 500
+"""The output a rejection quotes per failing check, cut the same way around the tests it names."""
 
 class CheckResult(CommandRun):
     """A `--check` command's run; `failing_ids` when its output names failing tests."""
-
-    failing_ids: list[str] | None = None
-    """The failing test ids its output names (`failing_ids`); None when not parseable."""
 
 
 def run_checks(commands: list[str], worktree: Path, timeout: float, events: EventLog, task_id: str | None,
@@ -54,29 +40,35 @@ def run_checks(commands: list[str], worktree: Path, timeout: float, events: Even
     results, hidden = [], []
     for command in commands:
         outcome = run_command(command, worktree, timeout=timeout, max_output=PARSED_CHARS, env=sandbox.env,
-                              wrapper=sandbox.wrapper, runs=runs_dir(events.path.parent), keep_runs=keep_runs,
+                              wrapper=list(sandbox.wrapper), runs=runs_dir(events.path.parent), keep_runs=keep_runs,
                               max_processes=sandbox.max_processes)
         exit_code = None if outcome.timed_out else outcome.exit_code
-        results.append(CheckResult(command=command, exit_code=exit_code, output_tail=outcome.output[-TAIL_CHARS:],
-                                   run_id=outcome.run_id, failing_ids=failing_ids(outcome.output, exit_code)))
+        ids = failing_ids(outcome.output, exit_code)
+        results.append(CheckResult(command=command, exit_code=exit_code, run_id=outcome.run_id, failing_ids=ids,
+                                   output_tail=excerpt(outcome.output, ids or [], TAIL_CHARS)))
         hidden.append(list(outcome.hidden))
     if results and task_id is not None:
         events.emit("checks_run", task_id, iteration,
                     results=[{"command": r.command, "exit_code": r.exit_code, "run_id": r.run_id,
+                              **({"failing_ids": r.failing_ids} if r.failing_ids else {}),
                               **({"sandbox_hidden": hidden[i]} if hidden[i] else {})} for i, r in enumerate(results)])
     return results
 
 
+def held(checks: list[CheckResult], baseline: Baseline | None) -> list[CheckResult]:
+    """Each check marked with how it failed on the base commit (`baseline.held_against`)."""
+    return [held_against(c, baseline.check(c.command) if baseline is not None else None) for c in checks]
+
+
 def new_failures(check: CheckResult, baseline: Baseline | None) -> list[str] | None:
     """What of a failing check is this session's doing: None when it failed the same way on the base
-    commit (not blamed), else the failing ids not failing before ([] when they cannot be compared)."""
-    before = baseline.check(check.command) if baseline is not None else None
-    if before is None or before.passed:
-        return check.failing_ids or []
-    if check.failing_ids is None or before.failing_ids is None:
+    commit (not blamed), else the failing ids not failing before ([] when it names none)."""
+    marked = held_against(check, baseline.check(check.command) if baseline is not None else None)
+    if not marked.failed_at_base:
+        return marked.failing_ids or []
+    if not marked.compared:
         return None  # failing before and after; nothing finer to compare
-    new = sorted(set(check.failing_ids) - set(before.failing_ids))
-    return new or None
+    return marked.newly_failing or None
 
 
 def excused(checks: list[CheckResult], baseline: Baseline | None) -> list[CheckResult]:
@@ -84,20 +76,29 @@ def excused(checks: list[CheckResult], baseline: Baseline | None) -> list[CheckR
     return [c for c in checks if not c.passed and new_failures(c, baseline) is None]
 
 
+def check_words(check: CommandRun) -> str:
+    """`exit 1; newly failing: tests/t.py::test_a`, `timeout`: a held check as a verdict says it."""
+    return how_it_failed(check, status="timeout" if check.exit_code is None else None)
+
+
 def enforce_checks(verdict: Verdict, checks: list[CheckResult], baseline: Baseline | None = None) -> Verdict:
-    failing = [(c, new) for c in checks if not c.passed and (new := new_failures(c, baseline)) is not None]
+    """The verdict, unless a check fails in a way the base commit did not: then a rejection naming
+    each such check with its newly failing tests, and the failing checks that do not block."""
+    marked = held(checks, baseline)
+    failing = [(c, new) for c in marked if not c.passed and (new := new_failures(c, baseline)) is not None]
     if not verdict.accepted or not failing:
         return verdict
-    def named(check: CheckResult, new: list[str]) -> str:
-        before = baseline.check(check.command) if baseline is not None else None
-        regressed = f"; newly failing: {', '.join(new[:10])}" if new and before is not None and not before.passed else ""
-        return f"`{check.command}` ({'timeout' if check.exit_code is None else f'exit {check.exit_code}'}{regressed})"
-
-    names = ", ".join(named(c, new) for c, new in failing)
+    names = ", ".join(f"`{c.command}` ({check_words(c)})" for c, _ in failing)
+    excused_too = [c for c in marked if not c.passed and all(c is not f for f, _ in failing)]
+    aside = " Not blocking: " + ", ".join(
+        f"`{c.command}` ({check_words(c)})" for c in excused_too) + "." if excused_too else ""
+    tests = sorted({test for _, new in failing for test in new})
     return Verdict(verdict="reject", category="check_failed",
-                   concern=f"The evaluator accepted, but required checks failed: {names}.",
-                   evidence=[c.output_tail[-500:] for c, _ in failing],
-                   next_step="Make the failing checks pass.")
+                   concern=f"The evaluator accepted, but required checks failed: {names}.{aside}",
+                   evidence=[f"$ {c.command}  ({c.status})\n{excerpt(c.output_tail, new, EVIDENCE_CHARS)}"
+                             for c, new in failing],
+                   next_step="Make the failing checks pass" + (f" (newly failing: {listed(tests)})." if tests else "."),
+                   failing_tests=tests)
 
 
 def enforce_change(verdict: Verdict, empty_diff: bool, allow_empty: bool) -> Verdict:

@@ -1,7 +1,7 @@
 """The baseline: before the first task, the session's checks and every task's verify commands run
-once on the base commit (confined like every check), and the results are recorded in
-`baseline.json` once; a resumed session reads the same record. Recorded only while the worktree is
-the base commit, clean: a session whose branch already moved on (started before baselines existed)
+once on the base commit (confined like every check), and the results, with the failing tests each
+names, are recorded in `baseline.json` once; a resumed session reads the same record. Recorded only
+while the worktree is the base commit, clean: a session whose branch already moved on (started before baselines existed)
 has none, and every failing check blocks as before."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from tilth.store.session import SessionRecord
 
 document({"baseline_recorded": ("the checks and verify commands ran once on the base commit (baseline.json); "
                                 "data: commit, checks (command, exit_code, failing_ids, run_id), verifies (task, "
-                                "criterion, command, exit_code, run_id)", "commit checks verifies"),
+                                "criterion, command, exit_code, run_id, failing_ids when it names failing tests)",
+                                "commit checks verifies"),
           "baseline_skipped": ("no baseline could be recorded (the branch already moved past the base commit, or "
                                "the worktree has changes); every failing check blocks; data: reason", "reason")})
 
@@ -47,5 +48,6 @@ def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Rep
     events.emit("baseline_recorded", commit=baseline.commit,
                 checks=[c.model_dump(mode="json") for c in baseline.checks],
                 verifies=[{"task": task_id, "criterion": v.criterion, "command": v.command, "exit_code": v.exit_code,
-                           "run_id": v.run_id} for task_id, results in verifies.items() for v in results])
+                           "run_id": v.run_id, **({"failing_ids": v.failing_ids} if v.failing_ids else {})}
+                          for task_id, results in verifies.items() for v in results])
     return baseline

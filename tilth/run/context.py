@@ -17,6 +17,7 @@ from itertools import accumulate
 import pygit2
 
 from tilth.agents.checks import CheckResult
+from tilth.agents.failing_tests import head_lines, how_it_failed
 from tilth.agents.guard import tests_first
 from tilth.agents.verify import verifies_block
 from tilth.core.config import Settings
@@ -48,6 +49,9 @@ document(
 TASK_CHARS = 20_000
 DIFF_HEADING = ("The diff against the branch, test files first (tilth's guard refuses tests removed or newly skipped; "
                 "an assertion loosened in place is yours to judge):\n")
+EVIDENCE_CHARS = 800
+"""A prior verdict's evidence in the worker's prompt: whole lines (a failing check's quotes the lines
+naming its failing tests, and the verdict's concern names them all)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ def prior_verdicts(history: list[LedgerEntry]) -> str:
     rows = []
     for entry in history:
         v = entry.verdict
-        evidence = "; ".join(v.evidence)[:400]
+        evidence = head_lines("; ".join(v.evidence), EVIDENCE_CHARS)
         rows.append(f"- attempt {entry.iter}: {v.verdict} ({v.category or 'no category'}). "
                     f"Concern: {v.concern or '-'} Next step: {v.next_step or '-'}"
                     + (f" Evidence: {evidence}" if evidence else "") + (f" Question: {v.question}" if v.question else ""))
@@ -227,12 +231,13 @@ def case_block(case: Case | None) -> str:
 
 
 def checks_block(checks: list[CheckResult], failing_before: Sequence[str] = ()) -> str:
-    """The checks' results; those in `failing_before` failed the same way on the base commit."""
+    """The checks' results, their failing tests named (newly failing, or failing on the base commit
+    too); those in `failing_before` failed the same way on the base commit."""
     if not checks:
         return ""
     rows = []
     for c in checks:
-        result = "timed out" if c.exit_code is None else f"exit code {c.exit_code}"
+        result = how_it_failed(c, status="timed out" if c.exit_code is None else f"exit code {c.exit_code}")
         before = " (failed the same way on the base commit, before this session: not this task's doing)" \
             if c.command in failing_before else ""
         rows.append(f"$ {c.command}  -> {result}{before}\n{c.output_tail.rstrip()}")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pygit2
 
+from tilth.agents.verify import blocks
 from tilth.core.errors import BadInput
 from tilth.git.commits import TaskCommit, read_task_commit
 from tilth.git.gitops import branch_tip, chain_from, commit_at, descends_from
@@ -234,7 +235,7 @@ def check_ledger(d: Diagnosis) -> None:
             found = True
             d.add(PERSON, f"{c.task_id}: {where} says iteration {c.iterations} was rejected, yet its commit "
                           f"{c.sha[:7]} says done: look at git show {c.sha[:7]}")
-        elif not c.failed and (failing := [v for v in entry.verifies if not v.passed]):
+        elif not c.failed and (failing := [v for v in entry.verifies if blocks(v)]):
             found = True
             d.add(PERSON, f"{c.task_id}: {where} says iteration {c.iterations}'s verify "
                           + ", ".join(f"`{v.command}` ({v.status})" for v in failing)

@@ -1,18 +1,19 @@
 """`sessions/<id>/baseline.json`: the session's checks and verify commands as they ran once on the
 base commit, before the first task. Written once (atomically) and never rewritten, so a resumed
-session compares against the same baseline. A check that failed here is not blamed on a task that
-leaves it failing for the same tests."""
+session compares against the same baseline. A check or verify that failed here is held against it
+(`held_against`): the failing tests it names here too are pre-existing, never this session's doing."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from tilth.core.clock import iso
 from tilth.core.errors import BadInput
 from tilth.store.jsonio import write_atomic
-from tilth.store.ledger import VerifyResult
+from tilth.store.ledger import CommandRun, VerifyResult
 
 BASELINE = "baseline.json"
 
@@ -22,7 +23,7 @@ class BaselineCheck(BaseModel):
     exit_code: int | None
     """None when the command timed out."""
     failing_ids: list[str] | None = None
-    """The failing test ids read from its output (pytest's summary lines); None when not parseable."""
+    """The failing test ids read from its output (`agents/failing_tests.py`); None when it names none."""
     run_id: str | None = None
     """Its script artifact under the session's `runs/`, when one was written."""
 
@@ -41,9 +42,26 @@ class Baseline(BaseModel):
     def check(self, command: str) -> BaselineCheck | None:
         return next((c for c in self.checks if c.command == command), None)
 
+    def verify(self, task_id: str, criterion: str, command: str) -> VerifyResult | None:
+        return next((v for v in self.verifies.get(task_id, []) if (v.criterion, v.command) == (criterion, command)),
+                    None)
+
     @property
     def failing_before(self) -> list[BaselineCheck]:
         return [c for c in self.checks if not c.passed]
+
+
+Run = TypeVar("Run", bound=CommandRun)
+
+
+def held_against(run: Run, before: BaselineCheck | CommandRun | None) -> Run:
+    """The run, marked with how it failed on the base commit: `failed_at_base`, and `failing_before`,
+    the failing tests both runs name (None when either names none: nothing to compare)."""
+    if run.passed or before is None or before.passed:
+        return run
+    shared = None if run.failing_ids is None or before.failing_ids is None else \
+        sorted(set(run.failing_ids) & set(before.failing_ids))
+    return run.model_copy(update={"failed_at_base": True, "failing_before": shared})
 
 
 def baseline_path(session_dir: Path) -> Path:

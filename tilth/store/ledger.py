@@ -62,10 +62,12 @@ class Verdict(BaseModel):
     """The decision of an evaluator panel carries every member's own verdict."""
     question: str = ""
     """With `needs_human`: what a person must answer before the task goes on."""
+    failing_tests: list[str] = Field(default_factory=list)
+    """The failing tests that made tilth reject it (`check_failed`, `verify_failed`): newly failing ones."""
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_defaults(handler(self), evaluator=None, panel=[], question="")
+        return _without_defaults(handler(self), evaluator=None, panel=[], question="", failing_tests=[])
 
     @model_validator(mode="after")
     def _asks(self) -> "Verdict":
@@ -107,10 +109,36 @@ class CommandRun(BaseModel):
     output_tail: str = ""
     run_id: str | None = None
     """The script artifact under the session's `runs/`, when one was written."""
+    failing_ids: list[str] | None = None
+    """The failing tests its output names (`agents/failing_tests.py`); None when it names none."""
+    failed_at_base: bool = False
+    """It failed on the base commit too (`baseline.json`)."""
+    failing_before: list[str] | None = None
+    """Of `failing_ids`, those that failed on the base commit too (pre-existing: they never block);
+    None unless it failed there too and both runs name their failing tests."""
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_defaults(handler(self), failing_ids=None, failed_at_base=False, failing_before=None)
 
     @property
     def passed(self) -> bool:
         return self.exit_code == 0
+
+    @property
+    def newly_failing(self) -> list[str]:
+        """The failing tests that passed (or did not fail) on the base commit."""
+        return [i for i in self.failing_ids or [] if i not in (self.failing_before or [])]
+
+    @property
+    def compared(self) -> bool:
+        """It failed on the base commit too, and both runs named their failing tests."""
+        return self.failed_at_base and self.failing_before is not None
+
+    @property
+    def only_failing_before(self) -> bool:
+        """It failed, naming only tests that failed on the base commit too: nothing of this session's doing."""
+        return not self.passed and self.compared and bool(self.failing_ids) and not self.newly_failing
 
     @property
     def status(self) -> str:

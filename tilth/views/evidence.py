@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tilth.agents.failing_tests import how_it_failed
 from tilth.core.errors import BadInput
 from tilth.store.baseline import Baseline, load_baseline
 from tilth.store.home import SessionPaths
@@ -29,6 +30,8 @@ class CriterionProof:
     """The command ran on the last attempt (False: not yet, or that attempt was refused before it)."""
     passed_at_base: bool = False
     """It also exited 0 on the base commit, before any task: its pass proves nothing this session did."""
+    failed: str = ""
+    """How it failed, its failing tests named and held against the base commit (`failing_tests.how_it_failed`)."""
 
     @property
     def mark(self) -> str:
@@ -42,7 +45,8 @@ class CriterionProof:
             return "no command: the evaluator's judgement"
         if not self.ran:
             return f"`{self.command}` not run on the last attempt"
-        return f"`{self.command}` " + ("timed out" if self.exit_code is None else f"exit {self.exit_code}") + (
+        return f"`{self.command}` " + (self.failed or ("timed out" if self.exit_code is None
+                                                       else f"exit {self.exit_code}")) + (
             " (it exited 0 on the base commit too: it proves nothing new)" if self.passed_at_base else "")
 
 
@@ -135,7 +139,9 @@ def proofs(criteria: list[Criterion], verifies: list[VerifyResult],
     ran = {(v.criterion, v.command): v for v in verifies}
     passed_before = {(v.criterion, v.command) for v in at_base if v.passed}
     return tuple(CriterionProof(c.text, c.verify, ran[key].exit_code if (key := (c.text, c.verify)) in ran else None,
-                                key in ran, key in passed_before) for c in criteria)
+                                key in ran, key in passed_before,
+                                how_it_failed(ran[key]) if key in ran and not ran[key].passed else "")
+                 for c in criteria)
 
 
 def read_baseline(paths: SessionPaths) -> Baseline | None:
