@@ -4,6 +4,7 @@ backed by a bare repository). CI is a function of the pushed files, so a follow-
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -12,9 +13,17 @@ import pytest
 
 from conftest import git, task, wait_for_pause
 from fake_github import FakeGitHub, Job
+from tilth.git.forge import Check, PullFacts, failed_jobs
+from tilth.views.pr_state import read
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("gh") is None, reason="gh is not installed (apt-get install gh)")]
+
+
+@pytest.fixture(autouse=True)
+def gh_installed() -> None:
+    if shutil.which("gh") is None:
+        if os.environ.get("TILTH_REQUIRE_GH") == "1" or os.environ.get("CI") == "true":
+            pytest.fail("TILTH_REQUIRE_GH=1 or CI=true, but gh is not installed (`make gh`)", pytrace=False)
+        pytest.skip("gh is not installed (`make gh`: apt-get install gh)")
 
 LOG = "collected 3 items\ntests/test_greet.py .F.\nFAILED tests/test_greet.py::test_hello - assert 'hi' == 'hello'\n"
 FIX = {"tasks": {"CI-1": [{"write": {"fix.txt": "hello\n"}}]}}
@@ -64,6 +73,7 @@ def ci_tasks(sandbox) -> list[dict]:
     return [t for t in sandbox.plan("s1") if t["id"].startswith("CI-")]
 
 
+@pytest.mark.slow
 def test_a_red_pr_is_rerun_once_then_fixed_by_one_follow_up_commit_and_green(sandbox, github):
     github.ci = real_failure(github)
     opened(sandbox, github, FIX)
@@ -99,6 +109,7 @@ def test_a_red_pr_is_rerun_once_then_fixed_by_one_follow_up_commit_and_green(san
     assert github.prs[1].state == "OPEN", "tilth never merges nor closes"
 
 
+@pytest.mark.slow
 def test_a_flaky_failure_is_rerun_once_and_goes_green_without_an_agent(sandbox, github):
     github.ci = flaky
     opened(sandbox, github)
@@ -110,6 +121,7 @@ def test_a_flaky_failure_is_rerun_once_and_goes_green_without_an_agent(sandbox, 
     assert github.calls("--log-failed") == 0 and not any("/logs" in url for _, url, _ in github.requests)
 
 
+@pytest.mark.slow
 def test_a_follower_killed_after_adding_the_task_acts_on_nothing_twice(sandbox, github):
     github.ci = real_failure(github)
     opened(sandbox, github, FIX)
@@ -127,3 +139,43 @@ def test_a_follower_killed_after_adding_the_task_acts_on_nothing_twice(sandbox, 
     pushes = [url for method, url, _ in github.requests if method == "POST" and url.endswith("git-receive-pack")]
     assert len(pushes) == 3, "main (the fixture), the branch at `tilth pr`, then the one fix"
     assert shown_pr(sandbox)["state"] == "green" and shown_pr(sandbox)["fixes"] == 1
+
+
+
+@pytest.mark.slow
+def test_a_failure_that_two_fixes_do_not_cure_waits_for_a_person(sandbox, github):
+    github.ci = real_failure(github)
+    opened(sandbox, github, {"tasks": {"CI-1": [{"write": {"try1.txt": "no\n"}}],
+                                       "CI-2": [{"write": {"try2.txt": "no\n"}}]}})
+    for _ in range(5):  # re-run, fix 1, re-run on its head, fix 2, re-run on its head
+        follow_once(sandbox)
+    assert [t["id"] for t in ci_tasks(sandbox)] == ["CI-1", "CI-2"]
+    parked = sandbox.tilth("follow", "s1", "--once")
+    assert parked.returncode == 1, parked.stdout + parked.stderr
+    pr = shown_pr(sandbox)
+    assert pr["state"] == "needs_person" and pr["fixes"] == 2 and "after 2 follow-up fixes" in pr["question"]
+    assert [t["id"] for t in ci_tasks(sandbox)] == ["CI-1", "CI-2"], "no third fix"
+    assert "PR #1 waiting for you: CI still fails (tests)" in sandbox.tilth("status", "s1").stdout
+
+def facts(*checks: Check, mergeable: str = "MERGEABLE", merge_state: str = "CLEAN") -> PullFacts:
+    return PullFacts(1, "u", "OPEN", "abc", "main", mergeable, merge_state, "", checks, ())
+
+
+def test_every_condition_is_found_together_and_no_check_is_never_green():
+    passed = Check("tests", "COMPLETED", "SUCCESS", "u", 1)
+    failed = Check("lint", "COMPLETED", "FAILURE", "u", 1)
+    assert read(facts(passed), parked=False).state == "green"
+    assert read(facts(), parked=False).state == "waiting_checks", "0 checks is not green"
+    assert read(facts(passed, mergeable="UNKNOWN"), parked=False).state == "waiting_checks"
+    both = read(facts(passed, failed, mergeable="CONFLICTING", merge_state="DIRTY"), parked=False)
+    assert both.state == "conflicted" and both.conditions == ("conflicted", "ci_failing")
+    assert read(facts(failed, merge_state="BEHIND"), parked=True).conditions == ("needs_person", "ci_failing", "behind")
+
+
+def test_a_failed_log_is_bounded_per_job_with_its_steps_and_test_ids():
+    log = "".join(f"tests\tRun pytest\tline {n} " + "x" * 400 + "\n" for n in range(100))
+    log += "tests\tRun pytest\tFAILED tests/test_a.py::test_b[1] - boom\nlint\tRuff\t`rm -rf /` E501\n"
+    tests, lint = failed_jobs(log)
+    assert (tests.job, tests.steps, tests.test_ids) == ("tests", ("Run pytest",), ("tests/test_a.py::test_b[1]",))
+    assert len(tests.last_lines) == 40 and max(map(len, tests.last_lines)) == 300
+    assert lint.last_lines == ("`rm -rf /` E501",) and lint.test_ids == ()
