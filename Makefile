@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: check test demo bench soak clean llama agents browser redis install uninstall mutants
+.PHONY: check test demo bench soak clean llama agents browser redis gh install uninstall mutants
 
 # The fast tier: in-process and local subprocesses only, no real CLI agent, browser, redis or llama.cpp,
 # nothing marked slow (the markers are in pyproject.toml; AGENTS.md maps each module to its tests).
@@ -42,13 +42,19 @@ redis:
 	scripts/install-redis.sh || { [ "$${TILTH_REQUIRE_REDIS:-}" != 1 ] \
 		&& echo "make: redis-server unavailable; the dispatch tests will skip"; }
 
+# The `tilth follow` tests drive Debian's gh (apt) against a local GitHub (tests/fake_github.py). When it cannot
+# be installed they skip, except on CI (TILTH_REQUIRE_GH=1), where it stops here.
+gh:
+	scripts/install-gh.sh || { [ "$${TILTH_REQUIRE_GH:-}" != 1 ] \
+		&& echo "make: gh unavailable; the tilth follow tests will skip"; }
+
 # Before every change: lint, types, the fast tier (about 2 min on 2 cores).
 check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "$(FAST)"
 
-test: $(STAMP) llama agents browser redis
+test: $(STAMP) llama agents browser redis gh
 	$(BIN)/python -m pytest -q
 
 demo: $(STAMP)

@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,18 @@ echo "https://github.com/acme/widgets/pull/7"
 
 
 def path_without_gh() -> str:
-    dirs = os.environ.get("PATH", "").split(os.pathsep)
-    return os.pathsep.join(d for d in dirs if d and not (Path(d) / "gh").exists())
+    """PATH without gh; a directory holding gh among other tools (Debian's /usr/bin) is replaced by
+    one of links to its other tools."""
+    dirs, kept = os.environ.get("PATH", "").split(os.pathsep), []
+    for d in dirs:
+        if d and (Path(d) / "gh").exists():
+            shadow = Path(tempfile.mkdtemp(prefix="tilth-no-gh-"))
+            for tool in Path(d).iterdir():
+                if tool.name != "gh":
+                    (shadow / tool.name).symlink_to(tool)
+            d = str(shadow)
+        kept.append(d)
+    return os.pathsep.join(d for d in kept if d)
 
 
 @pytest.fixture

@@ -23,11 +23,24 @@ def cmd_pr(args: argparse.Namespace) -> int:
 
     paths, record = pick_session(args.id)
     opened = review.open_pr(paths, record, args.base, args.remote, args.web, echo=lambda line: print(line, flush=True))
+    if opened.pr_url:
+        from tilth.cli.follow_pr import start_following
+
+        if start_following(paths, record, opened.pr_url, args.remote):
+            print(f"`tilth follow {record.id}` carries it to green (CI failures become follow-up tasks)")
     if not opened.via_gh:
         where = opened.compare_url or f"your forge, from {record.branch} into {opened.base}"
         print(f"gh is not on PATH; open the pull request at {where}")
         print(f"description: {opened.body_file}")
     return 0
+
+
+def cmd_follow(args: argparse.Namespace) -> int:
+    from tilth.cli.follow_pr import follow
+
+    paths, record = pick_session(args.id)
+    pr = follow(paths, record, args.once, args.poll, say=lambda line: print(line, flush=True))
+    return 1 if pr.state == "needs_person" else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -80,6 +93,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pr.add_argument("--base", help="branch to merge into (default: the branch checked out in the repo, else main)")
     pr.add_argument("--remote", default="origin", help="remote to push to and open the PR on (default: origin)")
     pr.add_argument("--web", action="store_true", help="let gh finish creating the PR in the browser")
+
+    follow = session_command(sub, "follow", "carry the session's pull request to green: re-run a flaky job once, "
+                             "turn a CI failure into a follow-up task pushed to the PR; never merges", cmd_follow)
+    follow.add_argument("--once", action="store_true", help="one poll: read, act, exit (for scripts and cron)")
+    follow.add_argument("--poll", type=float, default=60.0, help="seconds between polls (default 60, with jitter)")
 
     session_command(sub, "diff", "the session branch against its base commit", cmd_diff)
 

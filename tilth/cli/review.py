@@ -203,6 +203,8 @@ class Opened:
     via_gh: bool
     compare_url: str | None
     """Set when gh is absent and the remote is GitHub- or GitLab-like."""
+    pr_url: str = ""
+    """What `gh pr create` printed last (the PR's URL), for `tilth follow`."""
 
 
 def open_pr(paths: SessionPaths, record: SessionRecord, base: str | None, remote: str, web: bool,
@@ -223,12 +225,15 @@ def open_pr(paths: SessionPaths, record: SessionRecord, base: str | None, remote
         return Opened(pushed, base, body_file, via_gh=False, compare_url=url)
     args = [gh, "pr", "create", "--head", record.branch, "--base", base, "--title", pr_title(facts),
             "--body-file", str(body_file)] + (["--web"] if web else [])
-    code = subprocess.run(args, cwd=record.repo).returncode
+    done = subprocess.run(args, cwd=record.repo, stdout=subprocess.PIPE, text=True, errors="replace")
+    code, said = done.returncode, done.stdout.strip().splitlines()
+    for line in said:
+        echo(line)
     if code != 0:
         by_hand = f" at {url}" if url else ""
         raise gitcli.GitFailed(f"`gh pr create` failed (exit {code}); {pushed.branch} is pushed, open the PR by "
                                f"hand{by_hand} with the description in {body_file}")
-    return Opened(pushed, base, body_file, via_gh=True, compare_url=None)
+    return Opened(pushed, base, body_file, via_gh=True, compare_url=None, pr_url=said[-1] if said else "")
 
 
 # --- reading the branch -----------------------------------------------------------------

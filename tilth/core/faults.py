@@ -39,6 +39,7 @@ POINTS = {
     "before_push": "a dispatched run checked its lease and sealed its snapshot; the push has not started",
     "after_worktree": "`tilth start`: branch and worktree exist; the staging dir holds only the creation record",
     "before_session_dir": "`tilth start`: the staging dir is complete (session.json too) but not renamed into place",
+    "pr_task_added": "`tilth follow`: a CI failure's follow-up task is in the plan; pr.json does not count it yet",
 }
 
 

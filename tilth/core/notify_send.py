@@ -21,7 +21,7 @@ KINDS = ("info", "success", "warning", "failure")
 
 EVENTS = {
     "notify_sent": ("a notification reached every configured service; data: trigger (session_end|task_failed|"
-                    "session_paused|crashed), ok, error (null); never the URL", "trigger ok error"),
+                    "session_paused|crashed|pr_green|pr_parked), ok, error (null); never the URL", "trigger ok error"),
     "notify_failed": ("a notification did not reach some service (or the URL is not one apprise knows); "
                       "data: trigger, ok (false), error (what failed, each URL named by its position only)",
                       "trigger ok error"),

@@ -16,6 +16,7 @@ from tilth.store.prd_rules import TaskStatus
 from tilth.store.session_state import SessionState
 from tilth.views.parallel_figures import running_text, speedup_text
 from tilth.views.figures import dollars, money, plural, spend, token_count
+from tilth.views.pr_state import in_words
 from tilth.views.reasons import session_end, task_outcome
 from tilth.views.status_data import LIVE
 
@@ -242,6 +243,8 @@ def render_one(summary: dict[str, Any]) -> str:
         f"{token_count(summary.get('tokens', 0), summary.get('unknown_usage_calls', 0), ' tokens')}, "
         f"{spend(summary.get('cost_usd', 0), summary.get('cost_is_lower_bound', False), summary.get('unpriced_calls', 0))}",
     ]
+    if pr := summary.get("pr"):
+        lines.append(f"pr       {in_words(pr['state'], pr['number'], pr['fixes'], pr.get('question') or '')} ({pr['url']})")
     lines += [f"commits  {_commits(summary['commits'])}"] if summary.get("commits") else []
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     lines += [f"lanes    {running_text(summary['lanes'])}"] if summary.get("lanes") else []

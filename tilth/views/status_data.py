@@ -21,6 +21,7 @@ from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths, all_session_ids, session_paths
 from tilth.store.jsonio import parse_object
 from tilth.store.lock import read_holder
+from tilth.store.pr_record import load_pr
 from tilth.store.prd_peek import peek_plan
 from tilth.store.prd_record import Task
 from tilth.store.prd_rules import TaskStatus, blocked_by, blocked_label
@@ -139,6 +140,7 @@ def session_summary(paths: SessionPaths, with_commits: bool = False) -> dict[str
         "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
     }
+    summary["pr"] = pull_request(paths)
     summary["forecast"] = parse_object((paths.dir / "forecast.json").read_bytes()) \
         if (paths.dir / "forecast.json").is_file() else None  # what `tilth start` forecast (views/forecast.py)
     # what a running session waits on: a model call, a retry's backoff, a CLI agent run (since when, which attempt)
@@ -148,6 +150,15 @@ def session_summary(paths: SessionPaths, with_commits: bool = False) -> dict[str
     if with_commits:
         summary["commits"] = branch_commits(record)
     return summary
+
+
+def pull_request(paths: SessionPaths) -> dict[str, Any] | None:
+    """The session's PR as `tilth follow` last saw it: number, url, state, head, fixes (and its question)."""
+    try:
+        pr = load_pr(paths.dir)
+    except BadInput:
+        return None
+    return {**pr.shown(), "question": pr.question} if pr else None
 
 
 LIVE = (SessionState.running, SessionState.paused, SessionState.crashed)
