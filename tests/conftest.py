@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import selectors
 import signal
 import subprocess
@@ -210,3 +211,18 @@ def finished_before(sandbox: Sandbox, session_id: str, code: int | None) -> bool
         return False
     record = json.loads((sandbox.session_dir(session_id) / "session.json").read_text())
     return record.get("state") == "done"
+
+
+def path_without_gh() -> str:
+    """PATH without gh; a directory holding gh among other tools (Debian's /usr/bin) is replaced by
+    one of links to its other tools."""
+    dirs, kept = os.environ.get("PATH", "").split(os.pathsep), []
+    for d in dirs:
+        if d and (Path(d) / "gh").exists():
+            shadow = Path(tempfile.mkdtemp(prefix="tilth-no-gh-"))
+            for tool in Path(d).iterdir():
+                if tool.name != "gh":
+                    (shadow / tool.name).symlink_to(tool)
+            d = str(shadow)
+        kept.append(d)
+    return os.pathsep.join(d for d in kept if d)

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from conftest import git, task, wait_for_pause
+from conftest import git, path_without_gh, task, wait_for_pause
 
 REJECT = {"verdict": "reject", "category": "half_finished", "concern": "not finished", "next_step": "finish"}
 ONE_TRY = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
@@ -171,7 +171,7 @@ def test_a_pushed_branch_is_rewritten_only_with_a_lease_on_its_old_tip(sandbox, 
     assert git(sandbox.repo, "rev-parse", "session/s1").strip() == rewritten, "nothing here was lost"
 
     git(sandbox.repo, "push", "-q", "--force", "origin", f"{pushed}:refs/heads/session/s1")  # they take theirs back
-    opened = sandbox.tilth("pr", "s1", env={"PATH": "/usr/bin:/bin"})
+    opened = sandbox.tilth("pr", "s1", env={"PATH": path_without_gh()})
     assert opened.returncode == 0, opened.stdout + opened.stderr
     assert f"rewritten: it replaces {pushed[:7]} (--force-with-lease" in opened.stdout
     assert git(remote, "rev-parse", "session/s1").strip() == rewritten

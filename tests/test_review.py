@@ -9,12 +9,11 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import git, task, wait_for_pause
+from conftest import git, path_without_gh, task, wait_for_pause
 from tilth.cli.review import compare_url, parse_remote_url, pr_body, pr_title
 from tilth.store.home import session_paths
 from tilth.store.jsonio import append_jsonl
@@ -35,21 +34,6 @@ while [ $# -gt 0 ]; do
 done
 echo "https://github.com/acme/widgets/pull/7"
 """
-
-
-def path_without_gh() -> str:
-    """PATH without gh; a directory holding gh among other tools (Debian's /usr/bin) is replaced by
-    one of links to its other tools."""
-    dirs, kept = os.environ.get("PATH", "").split(os.pathsep), []
-    for d in dirs:
-        if d and (Path(d) / "gh").exists():
-            shadow = Path(tempfile.mkdtemp(prefix="tilth-no-gh-"))
-            for tool in Path(d).iterdir():
-                if tool.name != "gh":
-                    (shadow / tool.name).symlink_to(tool)
-            d = str(shadow)
-        kept.append(d)
-    return os.pathsep.join(d for d in kept if d)
 
 
 @pytest.fixture
