@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import time
 from concurrent.futures import Future
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from tilth.agents.confinement import session_confinement
 from tilth.agents.hooks import Hooks, hook_dirs
@@ -59,10 +60,23 @@ class Lane:
     slot: IO[str] | None = None
     future: Future[LaneResult] = field(default_factory=Future)
     since: str = field(default_factory=iso)
+    clock: Callable[[], float] = time.monotonic
+    """The scheduler's clock."""
+    worked: float | None = None
+    """When the lane's thread ended its work (the scheduler's clock)."""
+    waited_before: float = 0.0
+    """The task's waits for a core before this lane (`Cores.waited`)."""
 
     def work(self) -> LaneResult:
         """In the lane's thread: the task's attempts, then the lane's one commit on its own branch."""
         task, ws = self.task, self.run.ws
+        self.run.checked_trees.pop(task.id, None)
+        try:
+            return self.attempts(task, ws)
+        finally:
+            self.worked = self.clock()
+
+    def attempts(self, task: Task, ws: Workspace) -> LaneResult:
         outcome, entry = attempt(self.run, task)
         if outcome == "done":
             guard_branch(ws, task.id, entry.iter)  # the accepted diff is staged
@@ -71,7 +85,13 @@ class Lane:
         summary = entry.case.summary if entry.case else ""
         commit = commit_staged(ws.repo, ws.record.branch, done_message(ws.record.id, task, summary, entry.iter), ws.tip)
         checkpoint("lane_committed", task.id)
-        return LaneResult(outcome, entry, commit, self.start)
+        return LaneResult(outcome, entry, commit, self.start, self.run.checked_trees.get(task.id))
+
+    def own_seconds(self, landing_s: float) -> float:
+        """What the task would have taken one task at a time: the lane's work without its waits for a
+        core, and its landing (`landing_s`: without the merge queue's checks)."""
+        waited = self.run.cores.waited.get(self.task.id, 0.0) - self.waited_before
+        return max((self.worked if self.worked is not None else self.began) - self.began - waited, 0.0) + landing_s
 
     def end(self, ws: Workspace, outcome: str, seconds: float, why: str | None = None, wait_for: bool = False) -> None:
         """In the main thread, the lane's thread ended (`wait_for`: once it has): with `why`, the task stopped
@@ -94,7 +114,7 @@ class Lane:
 
 
 def start_lane(run: Run, task: Task, number: int, start: str, redo: int, began: float,
-                  slot: IO[str] | None = None) -> Lane:
+                  slot: IO[str] | None = None, clock: Callable[[], float] = time.monotonic) -> Lane:
     """In the main thread: the lane's worktree from the session head `start`, the run its step works with
     (`run` the session's), and the task begun in it."""
     ws = run.ws
@@ -109,7 +129,8 @@ def start_lane(run: Run, task: Task, number: int, start: str, redo: int, began: 
                        checks=run.checks.at(path, confinement),
                        hooks=Hooks(hook_dirs(ws.paths.home), path, log, ws.record.id, git_dir))
     begin_task(lane_run, task, start, redo)
-    return Lane(number, task, start, redo, began, lane_run, log, slot)
+    return Lane(number, task, start, redo, began, lane_run, log, slot, clock=clock,
+                waited_before=run.cores.waited.get(task.id, 0.0))
 
 
 def remove_home(path: Path) -> None:
