@@ -163,11 +163,12 @@ class Scheduler:
         """One pass at `now` (`time.monotonic()`): each lane whose thread ended lands, runs again or is
         requeued, then lanes start for the ready tasks (none once the run halts). True while a lane
         runs or a ready task waits for a slot another session holds."""
-        ended = [lane for lane in self.lanes.values() if lane.future.done() and not self.held_back(lane)]
+        ended = [lane for lane in self.lanes.values() if lane.future.done()]
         while clean := next((lane for lane in ended if not self.needs_checks(lane)), None):
             self.lock.beat()
             ended.remove(clean)
             self.finish(clean, now)
+        ended = [lane for lane in ended if not self.held_back(lane)]
         together = check_together(self.run, [(lane.number, lane.task, lane.future.result()) for lane in ended]) \
             if len(ended) > 1 else ()
         for lane in ended:
