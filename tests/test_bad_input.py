@@ -219,6 +219,23 @@ def test_start_dispatch_with_the_broker_down_is_one_line(sandbox):
     assert not (sandbox.home / "clones").exists()
 
 
+def test_dispatching_without_a_dispatch_section_is_one_line_wherever_it_is_entered(sandbox, monkeypatch, capsys):
+    """`start_dispatched` and the worker pool read `[dispatch]` themselves: without one they say so
+    (before: an AttributeError on None for whichever caller had not checked first)."""
+    from tilth.core.config import Settings
+    from tilth.core.errors import BadInput
+    from tilth.dispatch.submit import start_dispatched
+    from tilth.dispatch.workers import serve
+    from tilth.store.session_record import BackendChoice
+
+    with pytest.raises(BadInput, match=r"needs a \[dispatch\] section in config.toml"):
+        start_dispatched(str(sandbox.root / "remote.git"), sandbox.root / "prd.json", "s1", None,
+                         BackendChoice("scripted"), Settings(), [], None)
+    monkeypatch.setenv("TILTH_HOME", str(sandbox.home))
+    assert serve(1) == 2
+    assert capsys.readouterr().err == "tilth worker: no [dispatch] section in config.toml\n"
+
+
 @pytest.mark.bwrap
 def test_a_read_only_repository_is_refused_before_anything_is_made(sandbox):
     import shutil

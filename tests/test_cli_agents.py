@@ -174,6 +174,19 @@ def test_a_panel_where_one_rejects_rejects_under_all_and_the_worker_sees_each_co
         retry["messages"][1]["content"], "the retrying worker sees each evaluator's concern"
 
 
+def test_a_panel_under_all_rejects_on_any_one_rejection_and_under_majority_accepts_over_it():
+    from tilth.agents.backends.panel import decide
+    from tilth.store.ledger import Verdict
+
+    said = [Verdict(verdict="accept", evaluator="claude"), Verdict(verdict="reject", category="weak_test",
+                                                                  concern="no test", evaluator="codex"),
+            Verdict(verdict="accept", evaluator="openai")]
+    under_all, under_majority = decide(said, "all"), decide(said, "majority")
+    assert (under_all.verdict, under_all.concern, under_all.category) == ("reject", "codex: no test", "weak_test")
+    assert under_all.evidence == ["2 of 3 evaluators accepted (all needed)"] and under_all.panel == said
+    assert under_majority.verdict == "accept" and under_majority.evidence == ["2 of 3 evaluators accepted (majority needed)"]
+
+
 @pytest.mark.cli_agents
 def test_a_majority_panel_of_three_accepts_over_one_rejection(sandbox, fake, model_env, anthropic, responses):
     fake.enqueue("worker", reply(tool_calls=[call("write_file", path="a.txt", content="a\n")]),

@@ -111,6 +111,45 @@ def test_a_hung_agent_is_killed_with_everything_it_started(sandbox, fake, model_
     assert sandbox.statuses("hang") == {"T-1": "failed"}
 
 
+EVALUATOR = r'''
+import sys
+sys.stdin.read()
+for name, text in (("agent/T-1.txt", "tampered\n"), ("evil.txt", "planted\n")):
+    try:
+        with open(name, "w") as f:
+            f.write(text)
+        print("wrote", name)
+    except OSError as exc:
+        print("refused", name, exc.strerror)
+print("```json")
+print('{"verdict": "accept", "category": "", "concern": "", "evidence": ["read agent/T-1.txt"]}')
+print("```")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_a_command_evaluator_reads_the_worktree_and_cannot_write_it(sandbox, fake, model_env):
+    """security.md: the evaluator gets the session's worktree read-only (under bubblewrap)."""
+    from tilth.agents.sandbox import bwrap_works
+
+    if not bwrap_works():
+        if os.environ.get("TILTH_REQUIRE_BWRAP") == "1":
+            pytest.fail("TILTH_REQUIRE_BWRAP=1 but bubblewrap cannot run here")
+        pytest.skip("bubblewrap is not installed or cannot create namespaces here (apt-get install bubblewrap)")
+    (sandbox.repo / "evaluator.py").write_text(EVALUATOR)  # committed with the worker's agent by `start`
+    result, repo = start(sandbox, model_env, "ok", [task("T-1")], TILTH_SANDBOX="bwrap",
+                         TILTH_EVALUATOR_BACKEND="command",
+                         TILTH_EVALUATOR_COMMAND=f"{PYTHON} evaluator.py {{prompt_file}}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert git(repo, "show", "session/ok:agent/T-1.txt") == "done T-1\n", "the evaluator's write was refused"
+    assert "evil.txt" not in git(repo, "ls-tree", "-r", "--name-only", "session/ok")
+    judged = [e["data"] for e in sandbox.events("ok") if e["type"] == "agent_run" and e["data"]["role"] == "evaluator"]
+    said = (sandbox.session_dir("ok") / judged[0]["log"]).read_text()
+    assert said.count("refused") == 2 and "Read-only file system" in said, said
+    assert sandbox.ledger("ok", "T-1")[0]["verdict"]["verdict"] == "accept"
+
+
 def test_a_command_worker_without_its_command_is_refused_at_start(sandbox, model_env):
     result = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(sandbox.write_json("p.json", [task("T-1")])),
                            "--id", "s1", env={**model_env, "TILTH_WORKER_BACKEND": "command", "TILTH_PREFLIGHT": "false"})

@@ -458,6 +458,60 @@ def test_a_hook_runs_without_tilths_settings_and_the_model_keys(sandbox):
     assert "sentinel" not in seen and not [line for line in seen.splitlines() if line.startswith("TILTH_")], seen
 
 
+def test_only_executable_hooks_run_and_one_past_its_time_limit_is_killed_and_failed(tmp_path, monkeypatch):
+    """hooks.md: a file without its execute bit is never run; a hook runs at most 30 seconds, then
+    counts as failed (the limit is lowered here so the test does not wait it out)."""
+    import time
+
+    from tilth.agents import hooks
+    from tilth.store.events import EventLog
+
+    assert hooks.TIMEOUT == 30, "the limit docs/hooks.md states"
+    monkeypatch.setattr(hooks, "TIMEOUT", 1)
+    directory = tmp_path / "hooks"
+    write_hook(directory, "post_task.ok", "exit 0")
+    write_hook(directory, "post_task.slow", "exec sleep 20")
+    (directory / "post_task.off").write_text(f"#!/bin/sh\ntouch {tmp_path}/off-ran\n")  # 0644: switched off
+    log = tmp_path / "events.jsonl"
+    began = time.monotonic()
+    said = hooks.Hooks([directory], tmp_path, EventLog(log), "s1").run("post_task", "T-1", 1, outcome="done",
+                                                                        commit="0" * 40)
+    assert time.monotonic() - began < 10, "the slow hook was killed at its limit"
+    runs = [json.loads(line)["data"] for line in log.read_text().splitlines()]
+    assert [(Path(r["hook"]).name, r["outcome"]) for r in runs] == [("post_task.ok", "ok"), ("post_task.slow", "failed")]
+    assert runs[1]["output"] == "hook timed out after 1s" and "post_task.slow hook failed" in said.message
+    assert not (tmp_path / "off-ran").exists()
+
+
+def test_a_hook_has_ended_when_it_exits_and_what_it_left_running_is_killed(tmp_path, monkeypatch):
+    """A hook that leaves a process in the background holding its output is done when it exits (its exit
+    code and output stand), and one past its limit is failed; either way its process group is killed."""
+    import select
+
+    from tilth.agents import hooks
+    from tilth.core.processes import proc_stat
+    from tilth.store.events import EventLog
+
+    monkeypatch.setattr(hooks, "TIMEOUT", 5)
+    directory = tmp_path / "hooks"
+    write_hook(directory, "post_task.bg", f"sleep 600 & echo $! > {tmp_path}/bg.pid\necho left one behind\nexit 0")
+    write_hook(directory, "post_task.hung", f"sleep 600 & echo $! > {tmp_path}/hung.pid\nexec sleep 30")
+    log = tmp_path / "events.jsonl"
+    hooks.Hooks([directory], tmp_path, EventLog(log), "s1").run("post_task", "T-1", 1, outcome="done",
+                                                                commit="0" * 40)
+    runs = [json.loads(line)["data"] for line in log.read_text().splitlines()]
+    assert [(Path(r["hook"]).name, r["outcome"], r["output"]) for r in runs] == [
+        ("post_task.bg", "ok", "left one behind"), ("post_task.hung", "failed", "hook timed out after 5s")]
+    assert runs[0]["duration_ms"] < 4000, "done when it exited, not when its background child let go of the output"
+    for name in ("bg.pid", "hung.pid"):
+        pid = int((tmp_path / name).read_text())
+        try:
+            ended = select.select([os.pidfd_open(pid)], [], [], 10)[0]  # SIGKILL lands when the process next runs
+        except ProcessLookupError:
+            ended = [True]
+        assert ended and (proc_stat(pid) or ("Z", 0))[0] == "Z", f"the hook's {name} child was killed with its group"
+
+
 @pytest.mark.bwrap
 def test_a_cli_agents_own_files_are_mounted_wherever_they_live(tmp_path):
     """The prompt file and config directory `amend` adds lie where no system directory, /tmp or /var/tmp

@@ -188,6 +188,7 @@ def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(m
         require_bwrap()
     marker = machine.base / "fsmonitor-ran"
     swap = ("mkdir -p .evil && git init -q .evil/r && "
+            "git --git-dir .evil/r/.git --work-tree . add README.md && "  # an index, which git status refreshes
             f"printf '#!/bin/sh\\ntouch {marker}\\n' > .evil/fsm.sh && chmod +x .evil/fsm.sh && "
             "git -C .evil/r config core.fsmonitor \"$PWD/.evil/fsm.sh\" && "
             "printf 'gitdir: .evil/r/.git\\n' > .git && echo swapped")
@@ -213,6 +214,10 @@ def test_a_swapped_git_file_never_makes_tilths_own_git_run_the_workers_program(m
         assert "swapped" not in results[0] and ("Read-only" in results[0] or "busy" in results[0]), results[0]
     else:
         assert "swapped" in results[0], "unconfined, the swap itself succeeds; tilth's git must not follow it"
+    machine.git("branch", "kept", "session/s1")  # safe elsewhere: cleanse goes on to look at the worktree
+    machine.own(machine.repo)
+    machine.tilth("cleanse", "s1")  # its `git status` on the worktree: where fsmonitor would run
+    assert not marker.exists(), "tilth's own git status ran a program the worker configured"
 
 
 @pytest.mark.slow
@@ -281,20 +286,27 @@ def test_the_users_ssh_agent_socket_cannot_be_reached(machine):
     require_bwrap()
     import socket
 
-    path = machine.base / "agent.sock"  # what SSH_AUTH_SOCK names, outside the home and /tmp
+    shared = machine.base / "shared"  # a directory the agent is shown on purpose (sandbox_expose)
+    shared.mkdir()
+    (shared / "data.txt").write_text("exposed-on-purpose\n")
+    machine.own(shared)
+    path = shared / "agent.sock"  # what SSH_AUTH_SOCK names, outside the home and /tmp
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(path))
     listener.listen()
     os.chmod(path, 0o777)
-    probe = (f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
-             "print('connected')\" > probe.txt 2>&1; true")
+    probe = (f"cat {shared}/data.txt > probe.txt; echo \"variable: ${{SSH_AUTH_SOCK:-none}}\" >> probe.txt; "
+             f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{path}'); "
+             "print('connected')\" >> probe.txt 2>&1; true")
     try:
         result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": [probe]}]}},
-                               env={"TILTH_SANDBOX": "bwrap"})
+                               env={"TILTH_SANDBOX": "bwrap", "SSH_AUTH_SOCK": str(path),
+                                    "TILTH_SANDBOX_EXPOSE": str(shared)})
     finally:
         listener.close()
     assert result.returncode == 0, result.stdout + result.stderr
     said = machine.committed("s1", "probe.txt")
+    assert "exposed-on-purpose" in said and "variable: none" in said, said
     assert "connected" not in said and "Error" in said, said
 
 
@@ -462,6 +474,29 @@ def test_a_config_dir_the_agent_made_a_symlink_is_never_written_through(machine,
     copy = machine.tilth_home / "agent-homes" / "s1" / ".claude"
     assert not copy.is_symlink() and (copy / ".credentials.json").read_text() == "sentinel-oauth"
     assert (copy / "settings.json").read_text() == '{"hooks": "planted by the evaluator"}\n'
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_a_toolchain_on_path_runs_read_only_and_its_credentials_stay_hidden(machine):
+    """security.md: a toolchain on PATH under the home (`~/.cargo/bin`) is shown read-only, widened to
+    its prefix (`~/.cargo`) but not to the home; its known credential files are shown empty."""
+    require_bwrap()
+    cargo = machine.user_home / ".cargo"
+    (cargo / "bin").mkdir(parents=True)
+    (cargo / "bin" / "mytool").write_text("#!/bin/sh\necho tool-ran\n")
+    (cargo / "bin" / "mytool").chmod(0o755)
+    (cargo / "credentials.toml").write_text("sentinel-cargo-registry-token\n")
+    machine.own(machine.user_home)
+    look = (f"mytool > tool.txt 2>&1; cat {cargo}/credentials.toml {machine.user_home}/.netrc >> tool.txt 2>&1; "
+            f"touch {cargo}/bin/planted >> tool.txt 2>&1; echo done >> tool.txt")
+    result = machine.start("s1", [task("T-1")], {"tasks": {"T-1": [{"run": [look]}]}},
+                           env={"TILTH_SANDBOX": "bwrap", "PATH": f"{cargo / 'bin'}:{machine.env['PATH']}"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = machine.committed("s1", "tool.txt")
+    assert seen.startswith("tool-ran\n") and seen.endswith("done\n"), seen
+    assert "sentinel" not in seen and "No such file" in seen, "the credentials empty, the rest of the home hidden"
+    assert "Read-only file system" in seen and not (cargo / "bin" / "planted").exists(), seen
 
 
 def test_the_box_holds_what_the_agent_needs_not_the_users_checkout_other_homes_or_host_secrets(machine):

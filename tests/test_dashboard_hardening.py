@@ -192,6 +192,36 @@ def test_only_a_login_acts_and_only_with_its_own_csrf_token_from_the_dashboards_
     run(scenario())
 
 
+def test_the_secret_is_the_owners_alone_and_every_page_allows_only_its_own_script(home: Path) -> None:
+    """The secret 0600 in a 0700 directory, a secret others may read refused in one line (dashboard.md,
+    security.md); each page's Content-Security-Policy: its own nonced script, no framing, forms to itself."""
+    import stat
+
+    app = make_app(home)
+    secret = DashboardSecret(home)
+    secret.mint_login()  # an unused login link's file
+    assert stat.S_IMODE(secret.dir.stat().st_mode) == 0o700 and stat.S_IMODE(secret.file.stat().st_mode) == 0o600
+    assert [stat.S_IMODE(p.stat().st_mode) for p in secret.logins.iterdir()] == [0o600]
+
+    async def scenario() -> None:
+        cookie = await logged_in(app, home)
+        for path in ("/", "/s/odd-1"):
+            page = await ask(app, "GET", path, {"cookie": cookie})
+            policy = dict(part.strip().split(" ", 1) for part in page.header("content-security-policy").split(";"))
+            nonce = re.search(r"<script nonce=\"([^\"]+)\"", page.body).group(1)
+            assert policy["script-src"] == f"'nonce-{nonce}'" and policy["default-src"] == "'none'", policy
+            assert policy["frame-ancestors"] == "'none'" and policy["form-action"] == "'self'", policy
+            assert policy["base-uri"] == "'none'", policy
+        assert (await ask(app, "GET", "/", {"cookie": cookie, "host": "evil.example"})).status == 400, "DNS rebinding"
+
+    run(scenario())
+    secret.file.chmod(0o644)
+    with pytest.raises(BadInput, match="readable by others; `tilth serve --rotate-secret` makes a new one"):
+        DashboardSecret(home).value()
+    with pytest.raises(BadInput, match="readable by others"):
+        make_app(home)
+
+
 def test_an_odd_last_event_id_starts_the_log_from_its_end(home: Path) -> None:
     app = make_app(home)
     cookie = ""
@@ -248,7 +278,7 @@ def test_live_streams_are_capped_and_a_client_that_stops_reading_is_dropped(home
         reading = asyncio.ensure_future(app(scope("GET", "/live/sessions", signed), never_says_goodbye, reading_send))
         await asyncio.wait_for(stuck.wait(), 10)
         assert gate.open == 2
-        busy = await ask(app, "GET", "/live/sessions", signed)
+        busy = await asyncio.wait_for(ask(app, "GET", "/live/sessions", signed), 5)  # admitted, it never ends
         assert busy.status == 503 and busy.header("retry-after") == "5", "a third stream is refused"
 
         await asyncio.wait_for(stalled, 5)  # dropped after stall_s, not held for ever

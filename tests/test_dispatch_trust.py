@@ -345,6 +345,11 @@ def test_a_secret_file_others_can_read_is_refused_in_one_line(cluster):
     refused = cluster.tilth("w1", "worker")
     assert refused.returncode == 2 and "readable by others" in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+    secret.write_text("too-short-a-secret")
+    secret.chmod(0o600)
+    short = cluster.tilth("w1", "worker")
+    assert short.returncode == 2 and "fewer than 32 characters" in short.stderr, short.stderr
+    assert len(short.stderr.strip().splitlines()) == 1
 
 
 ON_THE_DASHBOARD = """import sys

@@ -20,7 +20,9 @@ SOURCE = Path(tilth.__file__).parent
 EMITTERS = {"emit": 0, "change": 3}
 """Calls that write an event, by function name, with the position of the event type among their
 arguments: `EventLog.emit(type, task, iter, **data)` and `daemon/transitions.change(paths, role,
-decide, type, **data)`. Their other keyword arguments are the event's data fields."""
+decide, type, *, then, **data)`. Their other keyword arguments are the event's data fields."""
+NOT_DATA = {"change": {"then"}}
+"""An emitter's own keyword arguments, which are no data field."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,13 @@ def _constants(node: ast.expr) -> set[str]:
 
 
 def _keys(node: ast.expr, function: ast.AST | None) -> list[str]:
-    """The keys of a `**` argument: a dict display or `dict(...)` call, a conditional between them,
-    or a local name assigned once from one of those in the same function."""
+    """The keys of a `**` argument: a dict display (its own `**` parts read the same way) or `dict(...)`
+    call, a conditional between them, or a local name assigned once from one of those in the same function."""
     if isinstance(node, ast.Name) and function is not None:
-        assigned = [a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)]
+        assigned: list[ast.expr] = [a.value for a in ast.walk(function) if isinstance(a, ast.Assign)
+                                    and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)]
+        assigned += [a.value for a in ast.walk(function) if isinstance(a, ast.AnnAssign) and a.value is not None
+                     and isinstance(a.target, ast.Name) and a.target.id == node.id]
         if len(assigned) == 1:
             return _keys(assigned[0], None)
     if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "dict" and not node.args \
@@ -57,10 +61,8 @@ def _keys(node: ast.expr, function: ast.AST | None) -> list[str]:
         return [str(k.arg) for k in node.keywords]
     if isinstance(node, ast.Dict):
         found: list[str] = []
-        for key in node.keys:
-            if key is None:
-                raise Unreadable(ast.unparse(node))
-            found += sorted(_constants(key))
+        for key, value in zip(node.keys, node.values):
+            found += _keys(value, None) if key is None else sorted(_constants(key))  # `**part` inside the display
         return found
     if isinstance(node, ast.IfExp):
         return _keys(node.body, function) + _keys(node.orelse, function)
@@ -98,8 +100,9 @@ def emitted(source: str, where: str) -> list[Emitted]:
             continue
         try:
             types = _constants(kind)
-            fields = [name for k in node.keywords
-                      for name in ([k.arg] if k.arg is not None else _keys(k.value, enclosing))]
+            own = NOT_DATA.get(str(name), set())
+            fields = [field for k in node.keywords if k.arg not in own
+                      for field in ([k.arg] if k.arg is not None else _keys(k.value, enclosing))]
         except Unreadable as exc:
             raise AssertionError(f"{at}: the event's type or fields are not spelled out ({exc}); write them as "
                                  "string constants so this test can read them") from None

@@ -5,6 +5,7 @@ more. The URL (it carries a token) reaches no session file and no printed line."
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -171,8 +172,9 @@ def test_a_tripped_cap_is_told_once_naming_the_cap(sandbox, receiver):
 @pytest.mark.slow
 def test_a_dead_receiver_is_an_event_and_the_session_ends_normally(sandbox):
     url = closed_port_url()
+    printed = f"echo {base64.b64encode(url.encode()).decode()} | base64 -d"  # a check prints it: redacted
     begun = time.monotonic()
-    result = sandbox.start("s1", [task("T-1")], None, env={"TILTH_NOTIFY": url})
+    result = sandbox.start("s1", [task("T-1")], None, env={"TILTH_NOTIFY": url, "TILTH_CHECKS": printed})
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - begun < 30
     assert sandbox.statuses("s1") == {"T-1": "done"}
@@ -184,6 +186,8 @@ def test_a_dead_receiver_is_an_event_and_the_session_ends_normally(sandbox):
     session = json.loads((sandbox.session_dir("s1") / "session.json").read_text())
     assert session["state"] == "done" and "notify" not in session["settings"]
     no_url_anywhere(sandbox.session_dir("s1"), url, result.stdout, result.stderr)
+    run_logs = list((sandbox.session_dir("s1") / "runs").rglob("stdout.log"))
+    assert run_logs and "[redacted]" in run_logs[0].read_text(), "the check's output was kept, the URL redacted"
 
 
 @pytest.mark.slow

@@ -20,8 +20,10 @@ from tilth.views.tally import tally
 ONE_TRY = {"TILTH_MAX_ITERATIONS_PER_TASK": "1"}
 PYTEST = f"{sys.executable} -m pytest -q -rA -p no:cacheprovider tests"
 THIS_PYTHON = {"TILTH_SANDBOX_EXPOSE": ",".join(dict.fromkeys(
-    [sys.prefix, str(Path(os.path.realpath(sys.executable)).parent.parent)]))}
-"""This venv and the interpreter it links to: a check naming them by path sees them in the sandbox."""
+    [sys.prefix, str(Path(os.path.realpath(sys.executable)).parent.parent),
+     *(p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p))]))}
+"""This venv, the interpreter it links to and the site-packages it reads (another venv's, under `make
+mutants`): a check naming them by path sees them in the sandbox."""
 
 
 def prompts(sandbox, session_id: str, role: str, task_id: str) -> list[str]:

@@ -244,6 +244,27 @@ def test_diff_and_log_show_the_branch_against_its_base(sandbox):
     assert waited.stdout == "session s1: failed (task T-2 failed)\n", waited.stdout
 
 
+@pytest.mark.slow
+def test_diff_feeds_the_workers_files_to_no_diff_driver_or_textconv(sandbox):
+    """security.md: the branch's files are the worker's; a diff driver or textconv the user's checkout
+    selects for them (its `.gitattributes`, its config) is not run by `tilth diff`."""
+    ran = sandbox.root / "driver-ran"
+    driver = sandbox.root / "driver.sh"
+    driver.write_text(f"#!/bin/sh\necho $0 >> {ran}\ncat \"$1\"\n")
+    driver.chmod(0o755)
+    git(sandbox.repo, "config", "diff.fancy.command", str(driver))
+    git(sandbox.repo, "config", "diff.fancy.textconv", str(driver))
+    (sandbox.repo / ".gitattributes").write_text("*.txt diff=fancy\n")
+    git(sandbox.repo, "add", ".gitattributes")
+    git(sandbox.repo, "commit", "-qm", "a diff driver for text files")
+    scenario = {"tasks": {"T-1": [{"write": {"a.txt": "plain\n"}}]}}
+    assert sandbox.start("s1", [task("T-1")], scenario).returncode == 0
+    shown = sandbox.tilth("diff", "s1")
+    assert shown.returncode == 0, shown.stderr
+    assert "+++ b/a.txt" in shown.stdout and "+plain" in shown.stdout
+    assert not ran.exists(), "a diff driver or textconv ran"
+
+
 # --- cleanse ----------------------------------------------------------------------------
 
 @pytest.mark.slow

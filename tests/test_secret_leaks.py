@@ -175,3 +175,24 @@ def test_a_secret_in_a_file_name_or_encoded_never_reaches_the_branch_and_the_mod
     assert "config = '[redacted]'" in read_b64
     assert not [p for p in sandbox.home.rglob("*") if GITHUB_TOKEN in p.name]
     assert not leaks_under(sandbox.home), leaks_under(sandbox.home)
+
+
+def test_a_secret_that_cannot_be_redacted_in_place_is_left_out_of_the_commit(sandbox):
+    """A symlink whose target is a token (no file text to rewrite) and a file whose redacted name is
+    taken: both are left out of the index, named in the rejection, kept in the worktree."""
+    token = f"$({decoded_by_shell(GITHUB_TOKEN)})"
+    make = [f'ln -s "{token}" link.txt', 'echo mine > "notes-[redacted].txt"', f'echo x > "notes-{token}.txt"']
+    scenario = {"tasks": {"T-1": [{"write": {"app.py": "print('hi')\n"}, "run": make}]}}
+    result = sandbox.start("s1", [task("T-1")], scenario, env={"TILTH_MAX_ITERATIONS_PER_TASK": "1",
+                                                             "TILTH_SANDBOX": "off"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    verdict = sandbox.ledger("s1", "T-1")[0]["verdict"]
+    assert verdict["category"] == "secret_added" and "link.txt:1 (GitHub Token)" in verdict["concern"], verdict
+    [redacted] = [e["data"] for e in sandbox.events("s1") if e["type"] == "secret_redacted"][:1]
+    assert sorted(redacted["unchanged"]) == ["link.txt", "notes-[redacted].txt"], redacted
+    names = git(sandbox.repo, "ls-tree", "-r", "--name-only", "session/s1").split("\n")
+    assert "app.py" in names and "link.txt" not in names, names
+    assert git(sandbox.repo, "show", "session/s1:notes-[redacted].txt") == "mine\n", "the taken name keeps its own"
+    history = git(sandbox.repo, "log", "-p", "--format=%B", "session/s1")
+    assert GITHUB_TOKEN not in history and GITHUB_TOKEN not in "\n".join(names)
+    assert os.readlink(sandbox.worktree("s1") / "link.txt") == GITHUB_TOKEN, "the worktree keeps what was left out"

@@ -260,6 +260,12 @@ def test_the_auto_resume_decisions():
     assert queue.to_auto_resume(now + timedelta(seconds=30), seen, off) == [], "turned off since: not resumed"
     assert queue.needs_supervisor(seen, policy) == ["crashed s1 (due for auto-resume)"]
     assert queue.needs_supervisor(seen, off) == []
+    for ended in (SessionState.stopped, SessionState.failed, SessionState.done):  # a time left from its crash
+        left = SessionRecord(**{**base, "state": ended}, supervised=True, auto_resumes=1,
+                             auto_resume_at="2026-01-01T00:00:30.000Z")
+        ended_seen = [queue.Seen(left, locked=False, ours=False)]
+        assert queue.to_auto_resume(now + timedelta(days=1), ended_seen, policy) == [], ended
+        assert queue.needs_supervisor(ended_seen, policy) == [], ended
 
 
 @pytest.mark.parametrize("kinds, expected", [

@@ -79,3 +79,13 @@ def test_resume_reload_settings_takes_the_current_configuration(sandbox):
                              env={"TILTH_MAX_ITERATIONS_PER_TASK": "1"})
     assert json.loads(record.read_text())["settings"]["journal_lines"] == 30, (plain.stderr, reloaded.stderr)
     assert "journal_lines" in reloaded.stderr
+
+
+def test_a_resume_from_a_shell_without_the_setting_runs_with_the_recorded_value(sandbox):
+    reject = {"verdict": {"verdict": "reject", "category": "acceptance_gap", "concern": "x", "next_step": "y"}}
+    scenario = {"tasks": {"T-1": [reject, reject, reject, {"write": {"a.txt": "a\n"}}]}}
+    first = sandbox.start("s1", [task("T-1")], scenario, env={"TILTH_MAX_ITERATIONS_PER_TASK": "1"})
+    assert first.returncode == 1 and len(sandbox.ledger("s1", "T-1")) == 1, first.stdout + first.stderr
+    again = sandbox.tilth("resume", "s1", "--foreground")  # the default here would be 5 attempts
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert len(sandbox.ledger("s1", "T-1")) == 2, "one attempt a run, as the session recorded"

@@ -89,6 +89,28 @@ def test_a_known_model_is_priced_without_prices_and_cached_tokens_at_the_cached_
     assert line["cost_usd"] == pytest.approx(0.63) and line["attempts"] == 1
 
 
+def test_the_price_library_answers_from_its_bundled_table_and_fetches_nothing(sandbox, model_env):
+    """configuration.md: nothing is fetched at run time and genai-prices' auto-update is never started;
+    every proxy variable points at a listener here, which no connection reaches."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    proxies = {name: proxy for variable in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+               for name in (variable, variable.lower())}
+    try:
+        shown = sandbox.tilth("config", env={**model_env, **proxies, "TILTH_WORKER_MODEL": "gpt-4o-mini"})
+        assert shown.returncode == 0, shown.stderr
+        assert "price: model 'gpt-4o-mini' (TILTH_WORKER_MODEL): $0.15 prompt / $0.075 cached" in shown.stdout
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
 def test_an_unknown_price_key_is_an_error(sandbox, model_env):
     config(sandbox, '[prices.worker]\nprompt = 1\ncompletion = 2\ncached_promt = 0.5\n')
     result = start(sandbox, model_env)

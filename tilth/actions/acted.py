@@ -62,9 +62,9 @@ def changeable(home: Path, session_id: str, archived_ok: bool = False) -> tuple[
 def record_act(paths: SessionPaths, action: str, by: str, task: str | None = None, *, note: str | None = None,
                now: bool | None = None, pid: int | None = None) -> str:
     """The `acted` event (appended in one write, so it is safe beside a runner's own appends)."""
-    told: dict[str, Any] = {"note": note, "now": now, "pid": pid}
-    EventLog(paths.events).emit("acted", task, action=action, by=by,
-                                **{name: value for name, value in told.items() if value is not None})
+    told: dict[str, Any] = {**({"note": note} if note is not None else {}), **({"now": now} if now is not None else {}),
+                            **({"pid": pid} if pid is not None else {})}
+    EventLog(paths.events).emit("acted", task, action=action, by=by, **told)
     return "acted"
 
 

@@ -196,7 +196,7 @@ class Meter(Totals):
     """Running totals for one session, as `store/calls.Totals` counts them, and what the caps
     need besides: evaluator calls per task and the limits a running call is held to."""
 
-    evaluator_calls: Counter = field(default_factory=Counter)
+    evaluator_calls: Counter[str] = field(default_factory=Counter)
     after_record: Callable[[str | None], None] | None = field(default=None, repr=False, compare=False)
     """Called with the task id after every recorded call (`Caps` checks spend and tokens there)."""
     spend_limit: float | None = None
@@ -235,7 +235,7 @@ class Meter(Totals):
         if role == "evaluator" and task_id:
             self.evaluator_calls[task_id] += 1
 
-    def record(self, events: EventLog, role: str, model: str, task_id: str, iteration: int, usage: Usage,
+    def record(self, events: EventLog, role: str, model: str, task_id: str | None, iteration: int, usage: Usage,
                cost: float, cost_source: str, latency_ms: int, finish_reason: str | None) -> None:
         data = dict(role=role, model=model, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                     cache_write_tokens=usage.cache_write_tokens, completion_tokens=usage.completion_tokens,

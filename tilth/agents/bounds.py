@@ -63,13 +63,15 @@ class Output:
         """What a sink asked to stop for (it returned a reason): `wait` returns it at once."""
         ours, theirs = zip(os.pipe(), os.pipe())  # ((out_r, err_r), (out_w, err_w))
         self.open: dict[int, int] = {fd: i for i, fd in enumerate(ours)}
-        self.child_ends: tuple[int, int] | None = theirs
+        self.child_ends: tuple[int, int] = theirs
+        self._child_ends_open = True
 
     def started(self) -> None:
         """Close the child's ends here, so end of file comes when the command's side closes."""
-        for fd in self.child_ends or ():
-            os.close(fd)
-        self.child_ends = None
+        if self._child_ends_open:
+            self._child_ends_open = False
+            for fd in self.child_ends:
+                os.close(fd)
 
     def wait(self, pid: int, timeout: float) -> str | None:
         """Read until the process exits (None), the output passes the cap ("too much output") or the

@@ -24,7 +24,7 @@ import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from tilth.agents.backends.endpoints import endpoint_ports
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES
@@ -137,7 +137,7 @@ mounts do not stop a connect), and the per-user runtime dirs holding the D-Bus s
 SOCKET_VARIABLES = ("SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DOCKER_HOST", "GPG_AGENT_INFO")
 
 
-def host_sockets(environ: dict[str, str] | None = None) -> list[Path]:
+def host_sockets(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The host's sockets (and socket dirs) present here, the ones the user's variables name included."""
     environ = os.environ if environ is None else environ
     named = []
@@ -238,7 +238,7 @@ def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, s
     expose += [p for p in agent_binaries(settings) if not visible(p.resolve())]
     expose += [Path(p).expanduser().resolve() for p in settings.sandbox_expose]
     exposed = tuple(dict.fromkeys(expose))
-    enter_net = ()
+    enter_net: tuple[str, ...] = ()
     if mode == "bwrap" and settings.agent_network == "on":
         enter_net = tuple(netbox(host_ports(settings)).prefix)
     wrapper = wrap(mode, Path(record.worktree), paths.home, settings.agent_network, agent_home, exposed,

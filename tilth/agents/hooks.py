@@ -22,8 +22,12 @@ invocation is a `hook_run` event either way.
 from __future__ import annotations
 
 import os
+import select
+import signal
 import subprocess
+import tempfile
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,8 @@ document({"hook_run": ("a hook ran; data: point, hook, exit_code, outcome (ok|bl
 POINTS = ("pre_tool", "post_task", "session_end")
 TIMEOUT = 30
 BLOCK = 2
+OUTPUT_READ = 64 * 1024
+"""Of each of a hook's stdout and stderr, at most this much is read back (the event keeps 2,000 characters)."""
 
 
 @dataclass(frozen=True)
@@ -89,14 +95,7 @@ class Hooks:
                              **payload})
         for hook in find_hooks(self.dirs, point):
             started = time.monotonic()
-            try:
-                done = subprocess.run([str(hook)], input=body, capture_output=True, cwd=self.worktree,
-                                      env=hook_env(self.git_dir, self.worktree), timeout=TIMEOUT)
-                code, output = done.returncode, (done.stdout + done.stderr).decode(errors="replace").strip()
-            except subprocess.TimeoutExpired:
-                code, output = -1, f"hook timed out after {TIMEOUT}s"
-            except OSError as exc:
-                code, output = -1, f"hook could not run: {exc.strerror}"
+            code, output = run_hook(hook, body, self.worktree, hook_env(self.git_dir, self.worktree))
             outcome = "ok" if code == 0 else "blocked" if code == BLOCK and point == "pre_tool" else "failed"
             self.events.emit("hook_run", task_id, iteration, point=point, hook=str(hook), exit_code=code,
                              outcome=outcome, output=output[:2000],
@@ -107,3 +106,40 @@ class Hooks:
             elif outcome == "failed":
                 messages.append(f"the {hook.name} hook failed (exit {code}): {output[:500]}")
         return HookVerdict(blocked, "\n".join(messages))
+
+
+def run_hook(hook: Path, body: bytes, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """One hook run: its exit code (-1 when it timed out or could not start) and its output. It runs in
+    a process group of its own with its output in files, not pipes: it has ended when it exits, even if
+    something it started in the background still holds its output, and at its end (or at `TIMEOUT`)
+    whatever is left of its group is killed."""
+    with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        given.write(body)
+        given.seek(0)
+        try:
+            process = subprocess.Popen([str(hook)], stdin=given, stdout=out, stderr=err, cwd=cwd, env=env,
+                                       start_new_session=True)
+        except OSError as exc:
+            return -1, f"hook could not run: {exc.strerror}"
+        try:
+            exited = ended_within(process.pid, TIMEOUT)
+        finally:  # the leader is not reaped yet, so its group id cannot have been reused
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            code = process.wait()
+        if not exited:
+            return -1, f"hook timed out after {TIMEOUT}s"
+        parts = []
+        for stream in (out, err):
+            stream.seek(0)
+            parts.append(stream.read(OUTPUT_READ))
+        return code, b"".join(parts).decode(errors="replace").strip()
+
+
+def ended_within(pid: int, seconds: float) -> bool:
+    """Whether the child `pid` exits within `seconds`, waited on through a pidfd: it is left unreaped."""
+    fd = os.pidfd_open(pid)
+    try:
+        return bool(select.select([fd], [], [], seconds)[0])
+    finally:
+        os.close(fd)

@@ -46,8 +46,8 @@ class Netbox:
 
     method: str
     ports: tuple[int, ...]
-    holder: subprocess.Popen | None = None
-    helper: subprocess.Popen | None = None
+    holder: subprocess.Popen[bytes] | None = None
+    helper: subprocess.Popen[bytes] | None = None
     """slirp4netns, or the shell that stops pasta (which detaches itself) when its pipe ends."""
     keep: list[int] = field(default_factory=list)
     """The write ends of the holder's stdin and of slirp4netns' exit pipe: closed, they end."""
@@ -85,8 +85,9 @@ def netbox(ports: tuple[int, ...] = ()) -> Netbox:
     strongest method that works here."""
     ports = tuple(sorted(set(ports)))
     with _lock:
-        if ports in _boxes and (_boxes[ports].holder is None or _boxes[ports].holder.poll() is None):
-            return _boxes[ports]
+        known = _boxes.get(ports)
+        if known is not None and (known.holder is None or known.holder.poll() is None):
+            return known
         box = _make(ports)
         _boxes[ports] = box
         return box
@@ -152,7 +153,7 @@ WATCH_PASTA = ('d=$1; shift; pasta "$@" -P "$d/pid" || exit 1; echo ready; read 
 stdin (a pipe only tilth writes) ends, also when tilth is killed."""
 
 
-def _pasta(pid: int, ports: tuple[int, ...], box: Netbox) -> subprocess.Popen:
+def _pasta(pid: int, ports: tuple[int, ...], box: Netbox) -> subprocess.Popen[bytes]:
     runas = ["--runas", "0"] if os.geteuid() == 0 else []
     forward = ",".join(map(str, ports)) or "none"
     read, keep = os.pipe()
@@ -171,7 +172,7 @@ def _pasta(pid: int, ports: tuple[int, ...], box: Netbox) -> subprocess.Popen:
     return watcher
 
 
-def _slirp(pid: int, box: Netbox) -> subprocess.Popen:
+def _slirp(pid: int, box: Netbox) -> subprocess.Popen[bytes]:
     ready_r, ready_w = os.pipe()
     exit_r, exit_w = os.pipe()
     try:

@@ -14,11 +14,14 @@ saying the list lacks the model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from tilth.agents.backends.openai_sdk import import_openai
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from openai import OpenAI
 
 TIMEOUT_S = 10.0
 SKIP = "set TILTH_PREFLIGHT=false to skip this check"
@@ -84,7 +87,7 @@ def _key_var(ep: Endpoint) -> str:
     return "TILTH_EVALUATOR_API_KEY or TILTH_API_KEY" if ep.roles == "evaluator" else "TILTH_API_KEY"
 
 
-def _models(client, ep: Endpoint) -> set[str] | None:
+def _models(client: OpenAI, ep: Endpoint) -> set[str] | None:
     """The ids the endpoint lists, or None when it has no model list to ask."""
     openai = import_openai()
 
@@ -100,7 +103,7 @@ def _models(client, ep: Endpoint) -> set[str] | None:
         return None
 
 
-def _missing(client, ep: Endpoint) -> bool:
+def _missing(client: OpenAI, ep: Endpoint) -> bool:
     """The list lacks the model: only the server's own `model not found` on `/models/<id>` settles it."""
     openai = import_openai()
 
@@ -117,9 +120,10 @@ def _missing(client, ep: Endpoint) -> bool:
     return False
 
 
-def _message(exc) -> str:
+def _message(exc: BaseException) -> str:
     body = getattr(exc, "body", None)
-    text = body.get("message") if isinstance(body, dict) and isinstance(body.get("message"), str) else str(exc)
+    said = body.get("message") if isinstance(body, dict) else None
+    text = said if isinstance(said, str) else str(exc)
     return " ".join(text.split())[:200]
 
 

@@ -28,9 +28,12 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from genai_prices.types import TieredPrices
 
 MILLION = 1_000_000
 
@@ -45,7 +48,7 @@ def sheet_here(model: str, base_url: str | None = None) -> dict[str, Any] | None
         return None
     import genai_prices
 
-    attempts: list[dict] = []
+    attempts: list[dict[str, Any]] = []
     if base_url:
         attempts.append({"provider_api_url": base_url})
     attempts.append({})
@@ -97,11 +100,11 @@ def _entry(price: Any, window: list[str] | None) -> dict[str, Any]:
             "tiers": [[start, _rates(values, per_call, start)] for start in starts]}
 
 
-def _rates(values: list[Any], per_call: Decimal, above: int) -> list[float]:
+def _rates(values: list[Decimal | TieredPrices | None], per_call: Decimal, above: int) -> list[float]:
     """The four rates (and the per-call price) in force for a call of more than `above` prompt tokens."""
     from genai_prices.types import TieredPrices
 
-    def at(value: Any) -> Decimal | None:
+    def at(value: Decimal | TieredPrices | None) -> Decimal | None:
         if not isinstance(value, TieredPrices):
             return value
         return next((tier.price for tier in reversed(value.tiers) if above >= tier.start), value.base)

@@ -17,11 +17,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
+from typing import Any
 
 import orjson
 
 from tilth.agents import price_library
 from tilth.agents.price_library import MILLION, sheet_here
+from tilth.core.clock import utc_now
 from tilth.core.config import PRESETS, Price, Settings
 from tilth.core.errors import BadInput
 
@@ -81,11 +83,12 @@ class Sheet:
     prices: tuple[tuple[tuple[time, time] | None, Rates], ...]
 
     @classmethod
-    def from_json(cls, sheet: dict) -> Sheet:
+    def from_json(cls, sheet: dict[str, Any]) -> Sheet:
         source = f"genai-prices: {sheet['provider']} {sheet['model']}"
 
-        def rates(values: list, tiers: list) -> Rates:
-            return Rates(*map(float, values[:4]), source, float(values[4]),
+        def rates(values: list[float], tiers: list[tuple[int, list[float]]]) -> Rates:
+            prompt, completion, cached, written, per_call = map(float, values[:5])
+            return Rates(prompt, completion, cached, written, source, per_call,
                          tuple((int(start), rates(more, [])) for start, more in tiers))
 
         return cls(tuple((None if entry["window"] is None else
@@ -93,7 +96,7 @@ class Sheet:
                           rates(entry["rates"], entry["tiers"])) for entry in sheet["prices"]))
 
     def at(self, moment: datetime | None = None) -> Rates:
-        now = (moment or datetime.now(tz=UTC)).astimezone(UTC).time()
+        now = (moment or utc_now()).astimezone(UTC).time()
         for window, rates in self.prices:
             if window is None or _within(now, *window):
                 return rates
@@ -177,8 +180,10 @@ def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
             from tilth.agents.backends.presets import codex_model
 
             found.append((codex_model(settings) or "", None, "-m in TILTH_CODEX_ARGS"))
-    seen: set[str] = set()
-    return [entry for entry in found if not (entry[0] in seen or seen.add(entry[0]))]
+    first: dict[str, tuple[str, str | None, str]] = {}
+    for entry in found:
+        first.setdefault(entry[0], entry)
+    return list(first.values())
 
 
 def unpriced(settings: Settings) -> list[tuple[str, str]]:

@@ -41,6 +41,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 from tilth.core.errors import BadInput
 
@@ -154,8 +155,8 @@ def real_home() -> Path | None:
     return path if path != Path("/") and path.is_dir() else None
 
 
-def amend(wrapper: list[str] | tuple[str, ...], worktree: Path, read_only: bool = False,
-          writable: list[Path] = (), readable: list[Path] = ()) -> list[str]:
+def amend(wrapper: Sequence[str], worktree: Path, read_only: bool = False,
+          writable: Sequence[Path] = (), readable: Sequence[Path] = ()) -> list[str]:
     """The `wrap` argv for one CLI agent run: the worktree read-only (an evaluator), the agent's own
     config directories writable, single files (its prompt) read-only; unconfined stays unconfined."""
     argv = list(wrapper)

@@ -1,10 +1,25 @@
-"""UTC timestamps in one format everywhere."""
+"""The one wall clock, and UTC timestamps in one format everywhere.
 
-from datetime import datetime, timezone
+Every read of the wall clock goes through `utc_now` (`local_now` and `wall` are views of it), so a
+test or a tool can hold time still at one seam; `time.monotonic()` is for durations and deadlines,
+never the wall clock. `tests/test_one_clock.py` fails when a module reads the wall clock itself."""
+
+from datetime import datetime, timezone, tzinfo
 
 
 def utc_now() -> datetime:
+    """Now, aware, in UTC."""
     return datetime.now(timezone.utc)
+
+
+def local_now(zone: tzinfo | None = None) -> datetime:
+    """Now in `zone`, else in this machine's local zone; aware."""
+    return utc_now().astimezone(zone)
+
+
+def wall() -> float:
+    """Now in seconds since the epoch: for file modification times and the epoch stamps tilth writes."""
+    return utc_now().timestamp()
 
 
 def iso(moment: datetime | None = None) -> str:

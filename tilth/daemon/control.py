@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from tilth.core.clock import utc_now
 from tilth.core.errors import TilthError
@@ -78,7 +79,7 @@ def fingerprint(secret: str | None) -> str | None:
     return hashlib.sha256(secret.encode()).hexdigest()[:8]
 
 
-def environment_differences(supervisor: dict, handing_over: bool = False) -> list[str]:
+def environment_differences(supervisor: dict[str, Any], handing_over: bool = False) -> list[str]:
     """One line per TILTH_* variable the running supervisor sees differently from this shell: a
     WARNING where the supervisor's value wins, a note where the session's recorded one does. With
     `handing_over` (a start or resume records this shell's values) the notes are left out: the
@@ -113,7 +114,7 @@ def _shown(name: str, view: dict[str, str]) -> str:
     return f"{name}={view[name]}" if name in view else f"no {name}"
 
 
-def missing_keys(supervisor: dict, needed: list[str]) -> list[str]:
+def missing_keys(supervisor: dict[str, Any], needed: list[str]) -> list[str]:
     """The key variables (`TILTH_API_KEY`, `ANTHROPIC_API_KEY`, ...) this shell sets and a session needs, but the
     running supervisor's environment lacks (keys never travel with a session)."""
     from tilth.core.travel import key_variable
@@ -122,7 +123,7 @@ def missing_keys(supervisor: dict, needed: list[str]) -> list[str]:
     return [key_variable(key) for key in needed if key_variable(key) in os.environ and key_variable(key) not in theirs]
 
 
-def holder(home: Path) -> dict | None:
+def holder(home: Path) -> dict[str, Any] | None:
     """The running supervisor's {pid, started, heartbeat}, or None when none runs."""
     return live_holder(DaemonPaths(home).lock)
 
@@ -159,7 +160,7 @@ def start_detached(home: Path, rescan: float | None = None, wait: bool = True, s
         os.close(read_fd)
 
 
-def _await_ready(home: Path, proc: subprocess.Popen, read_fd: int) -> int:
+def _await_ready(home: Path, proc: subprocess.Popen[bytes], read_fd: int) -> int:
     """The child writes `ready <pid>` or `busy <pid>` on the pipe; EOF means it died first."""
     ready, _, _ = select.select([read_fd], [], [], READY_TIMEOUT)
     words = os.read(read_fd, 100).decode().split() if ready else []
@@ -195,7 +196,7 @@ def stop(home: Path, timeout: float | None) -> tuple[int | None, bool]:
     return pid, wait_released(DaemonPaths(home).lock, timeout)
 
 
-def heartbeat_age(info: dict) -> float | None:
+def heartbeat_age(info: dict[str, Any]) -> float | None:
     """Seconds since the supervisor last refreshed its heartbeat."""
     try:
         beat = datetime.strptime(info["heartbeat"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)

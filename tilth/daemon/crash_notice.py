@@ -13,6 +13,7 @@ from tilth.core.notify_send import EVENTS, TIMEOUT_S, send
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.prd_peek import peek_plan
+from tilth.store.prd_rules import TaskStatus
 from tilth.store.redaction import register_secret
 from tilth.store.session import load_session
 
@@ -66,7 +67,7 @@ def crash_message(paths: SessionPaths) -> tuple[str, str]:
     lines = [f"Session {record.id}: crashed ({record.reason or 'runner gone'})"]
     try:
         statuses = [task.status for task in peek_plan(paths.prd)]
-        done, failed = statuses.count("done"), statuses.count("failed")
+        done, failed = statuses.count(TaskStatus.done), statuses.count(TaskStatus.failed)
         lines.append(f"Tasks: {done}/{len(statuses)} tasks done, {failed} failed")
     except Exception:
         pass

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
 
 from tilth.core.clock import parse_utc
 from tilth.core.errors import BadInput
 from tilth.store.session import SessionRecord, SessionState
+
+if TYPE_CHECKING:
+    from tilth.core.config import Settings
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ class AutoResume:
     backoff_max_s: float
 
     @classmethod
-    def from_settings(cls, settings) -> "AutoResume":
+    def from_settings(cls, settings: Settings) -> AutoResume:
         return cls(settings.auto_resume_attempts, settings.auto_resume_backoff_s, settings.auto_resume_backoff_max_s)
 
 
@@ -157,7 +161,7 @@ RUN_BOUNDARIES = ("session_queued", "session_launched", "session_started", "sess
                   "session_stopped", "session_auto_resumed", "session_unpaused")
 
 
-def last_run(events: list[dict]) -> LastRun:
+def last_run(events: list[dict[str, Any]]) -> LastRun:
     """Read from the end of events.jsonl: task ends back to the last auto-resume, and whether
     the run's `session_started` (if its runner got that far) directly follows a
     `session_launched` among the events that bound runs."""

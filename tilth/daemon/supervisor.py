@@ -31,10 +31,11 @@ from tilth.daemon.crash_notice import Notices
 from tilth.daemon.revive import look
 from tilth.daemon.watcher import Watcher
 from tilth.store.events import read_events
-from tilth.store.home import session_paths
+from tilth.store.home import SessionPaths, session_paths
 from tilth.store.lock import is_locked
 from tilth.store.prd import TaskStatus, load_plan
 from tilth.store.session import SessionState, load_session
+from tilth.store.session_record import SessionRecord
 
 log = logging.getLogger("tilth.daemon")
 
@@ -132,7 +133,7 @@ class Supervisor:
     def _look(self) -> list[queue.Seen]:
         return look(self.home, set(self.children))
 
-    def _recover(self, stale: list, policy: queue.AutoResume, now: datetime) -> bool:
+    def _recover(self, stale: list[SessionRecord], policy: queue.AutoResume, now: datetime) -> bool:
         changed = False
         for record in stale:
             paths = session_paths(record.id, self.home)
@@ -142,7 +143,7 @@ class Supervisor:
                 log.warning("session %s: said running but nobody held its lock; marked crashed", record.id)
         return changed
 
-    def _auto_resume(self, records: list, policy: queue.AutoResume, now: datetime) -> bool:
+    def _auto_resume(self, records: list[SessionRecord], policy: queue.AutoResume, now: datetime) -> bool:
         """Crashed sessions due for auto-resume are queued as `tilth resume` queues them; the
         launch that follows in the same tick runs them with `--resume`."""
         changed = False
@@ -154,7 +155,7 @@ class Supervisor:
                             policy.attempts)
         return changed
 
-    def _unpause(self, records: list, now: datetime) -> bool:
+    def _unpause(self, records: list[SessionRecord], now: datetime) -> bool:
         """Paused sessions whose usage limit has lifted are queued as `tilth resume` queues them;
         the launch that follows in the same tick runs them with `--resume`."""
         changed = False
@@ -204,7 +205,7 @@ class Supervisor:
                 continue
         return changed
 
-    def _launch(self, records: list) -> None:
+    def _launch(self, records: list[SessionRecord]) -> None:
         for record in records:
             paths = session_paths(record.id, self.home)
             claimed, resume = transitions.claim_for_launch(paths)
@@ -261,9 +262,9 @@ class Supervisor:
         self.notices.drain()
 
 
-def _began(paths) -> bool:
+def _began(paths: SessionPaths) -> bool:
     """The runner got as far as `session_started` after the supervisor launched it."""
     for event in reversed(read_events(paths.events)):
         if event.get("type") in ("session_started", "session_launched"):
-            return event["type"] == "session_started"
+            return bool(event["type"] == "session_started")
     return False

@@ -17,13 +17,16 @@ and renewed or released only by its holder (compare-and-act in one Lua call).
 from __future__ import annotations
 
 import socket
-import time
+from types import TracebackType
 from typing import Any
 
 import orjson
 import redis
+from redis.typing import EncodableT, FieldT
 from rq import Callback, Queue, Retry
+from rq.job import Job
 
+from tilth.core.clock import wall
 from tilth.core.dispatching import Dispatch
 from tilth.dispatch.jobdata import JOB_FUNCTION, SERIALIZER, TilthJob, check_remote
 from tilth.dispatch.signing import job_signature, load_secret
@@ -82,7 +85,7 @@ class Broker:
 
     def lease_holder(self, session_id: str) -> str | None:
         held = self.redis.get(self.key("lease", session_id))
-        return held.decode() if held else None
+        return reply_text(held) if held else None
 
     # -- stop requests ------------------------------------------------------------------
     def request_stop(self, session_id: str, by: str = "cli") -> None:
@@ -112,7 +115,7 @@ class Broker:
                          orjson.dumps({"kind": kind, "id": item_id, "task": task, "text": text, "by": by}))
         return item_id
 
-    def inbox(self, session_id: str) -> list[dict]:
+    def inbox(self, session_id: str) -> list[dict[str, Any]]:
         found = []
         for raw in self.redis.lrange(self.key("inbox", session_id), 0, -1):
             try:
@@ -134,13 +137,13 @@ class Broker:
             pipe.execute()
 
     def set_state(self, session_id: str, fields: dict[str, Any]) -> None:
-        self.redis.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": time.time()}))
+        self.redis.hset(self.key("session", session_id), mapping=_flat({**fields, "updated": wall()}))
 
     def state(self, session_id: str) -> dict[str, Any] | None:
         raw = self.redis.hgetall(self.key("session", session_id))
         if not raw:
             return None
-        found = {k.decode(): v.decode() for k, v in raw.items()}
+        found: dict[str, Any] = {reply_text(k): reply_text(v) for k, v in raw.items()}
         for listed in LISTED:
             try:
                 found[listed] = orjson.loads(found.get(listed) or "[]")
@@ -149,7 +152,7 @@ class Broker:
         return found
 
     def session_ids(self) -> list[str]:
-        return sorted(i.decode() for i in self.redis.smembers(self.key("sessions")))
+        return sorted(reply_text(i) for i in self.redis.smembers(self.key("sessions")))
 
     def append_events(self, session_id: str, lines: list[bytes]) -> None:
         with self.redis.pipeline() as pipe:
@@ -157,19 +160,21 @@ class Broker:
                 pipe.xadd(self.key("events", session_id), {"e": line}, maxlen=STREAM_MAX, approximate=True)
             pipe.execute()
 
-    def events(self, session_id: str, after: str = "-", block_ms: int | None = None) -> list[tuple[str, dict]]:
+    def events(self, session_id: str, after: str = "-", block_ms: int | None = None) -> list[tuple[str, dict[str, Any]]]:
         """Events after stream id `after` ("-": from the start; "$" with block: only new ones)."""
         stream = self.key("events", session_id)
         if block_ms is None:
             start = "-" if after == "-" else f"({after}"
-            rows = self.redis.xrange(stream, start, "+")
+            rows = self.redis.xrange(stream, start, "+") or []
         else:
             got = self.redis.xread({stream: "0-0" if after == "-" else after}, block=block_ms, count=1000)
-            rows = got[0][1] if got else []
+            rows = got[0][1] if isinstance(got, list) and got else []  # RESP2: [[stream, entries]]
         out = []
         for entry_id, fields in rows:
+            if entry_id is None or fields is None:
+                continue
             try:
-                out.append((entry_id.decode(), orjson.loads(fields[b"e"])))
+                out.append((reply_text(entry_id), orjson.loads(fields[b"e"])))
             except (KeyError, orjson.JSONDecodeError):
                 continue
         return out
@@ -205,7 +210,8 @@ def enqueue(broker: Broker, session_id: str, remote: str, resume: bool = False) 
     return job.id
 
 
-def job_failed(job, connection, exc_type, exc_value, tb) -> None:  # noqa: ANN001 (RQ's callback)
+def job_failed(job: Job, connection: redis.Redis, exc_type: type[BaseException] | None,
+               exc_value: BaseException | None, tb: TracebackType | None) -> None:
     """RQ gave up on the job (its worker died, or tilth crashed in it) with no takeover left: the
     session is marked crashed in the broker, so `tilth wait` ends and `tilth resume` says it."""
     if job.retries_left:
@@ -216,15 +222,20 @@ def job_failed(job, connection, exc_type, exc_value, tb) -> None:  # noqa: ANN00
     except Exception:
         return  # not a session tilth queued: nothing of it in the broker to mark
     current = connection.hget(Broker.key("session", session_id), "job")
-    if current is not None and current.decode() != job.id:
+    if current is not None and reply_text(current) != job.id:
         return  # a job another one superseded (queued again by a sweep or a resume)
     connection.hset(Broker.key("session", session_id), mapping=_flat({
-        "state": "crashed", "worker": "", "updated": time.time(),
+        "state": "crashed", "worker": "", "updated": wall(),
         "reason": f"no worker could finish it ({exc_type.__name__ if exc_type else 'abandoned'}; takeovers used "
                   f"up); `tilth resume {session_id}` queues it again"}))
 
 
-def _flat(fields: dict[str, Any]) -> dict[str, str]:
+def reply_text(reply: bytes | str) -> str:
+    """A reply as text (this client's replies are bytes: it never sets decode_responses)."""
+    return reply.decode() if isinstance(reply, bytes) else reply
+
+
+def _flat(fields: dict[str, Any]) -> dict[FieldT, EncodableT]:
     """The hash's fields as Redis holds them; a field `STATE_FIELDS` does not declare is refused."""
     unknown = sorted(set(fields) - STATE_FIELDS.keys())
     if unknown:

@@ -9,17 +9,17 @@ import logging
 import threading
 import time
 
-from tilth.core.config import Settings
+from tilth.core.clock import wall
 from tilth.dispatch.broker import ENDED, Broker, BrokerDown, enqueue
 from tilth.run.stopflag import StopFlag
 
 log = logging.getLogger("tilth.dispatch")
 
 
-def wait_for_lease(broker: Broker, session_id: str, token: str, settings: Settings) -> bool:
+def wait_for_lease(broker: Broker, session_id: str, token: str) -> bool:
     """A worker that just died may still hold the lease for up to `lease_s`; after twice that the
     holder is alive and renewing it, and this job has nothing to do."""
-    deadline = time.monotonic() + 2 * settings.dispatch.lease_s
+    deadline = time.monotonic() + 2 * broker.dispatch.lease_s
     while not broker.take_lease(session_id, token):
         if time.monotonic() > deadline:
             return False
@@ -30,10 +30,10 @@ def wait_for_lease(broker: Broker, session_id: str, token: str, settings: Settin
 class Holding(threading.Thread):
     """Renews the lease every third of `lease_s` and passes a person's `tilth stop` to the run."""
 
-    def __init__(self, broker: Broker, session_id: str, token: str, settings: Settings, remote: str):
+    def __init__(self, broker: Broker, session_id: str, token: str, remote: str):
         super().__init__(daemon=True, name=f"lease-{session_id}")
         self.broker, self.session_id, self.token, self.remote = broker, session_id, token, remote
-        self.every = settings.dispatch.lease_s / 3
+        self.every = broker.dispatch.lease_s / 3
         self.flag = StopFlag()
         self.lost = False
         self.user_stop = False
@@ -113,7 +113,7 @@ def sweep(broker: Broker) -> list[str]:
             updated = float(state.get("updated") or 0)
         except ValueError:
             updated = 0.0
-        if time.time() - updated < broker.dispatch.lease_s:
+        if wall() - updated < broker.dispatch.lease_s:
             continue  # a worker that just took it has not said so yet
         claim = broker.key("sweep", session_id)
         if not broker.redis.set(claim, b"1", nx=True, px=int(broker.dispatch.lease_s * 1000)):

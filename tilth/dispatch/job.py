@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from tilth.core.config import Settings
 from tilth.core.settings_load import load_settings
@@ -73,9 +74,9 @@ def run_job(*args: object, **kwargs: object) -> str:
         return refuse(broker, session_id, "the job is not signed with the team's secret" if job.signature is None
                       else "the job's signature does not match (altered in the broker)")
     token = worker_token()
-    if not wait_for_lease(broker, session_id, token, settings):
+    if not wait_for_lease(broker, session_id, token):
         return f"session {session_id}: another worker holds it ({broker.lease_holder(session_id)}); not run"
-    holding = Holding(broker, session_id, token, settings, remote)
+    holding = Holding(broker, session_id, token, remote)
     holding.secret = secret
     try:
         if broker.stop_requested(session_id):
@@ -196,7 +197,7 @@ def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: st
     """The run's last push, tried again with growing waits while it fails for any reason but a
     fast-forward refusal; after `push_patience_s` the job fails (GitFailed), so a retry or another
     worker carries on from what the remote has."""
-    d = settings.dispatch
+    d = holding.broker.dispatch
     deadline, wait = time.monotonic() + d.push_patience_s, min(d.retry_s, 5.0)
     while not holding.lost:
         try:
@@ -215,7 +216,7 @@ def last_push(paths: SessionPaths, settings: Settings, holding: Holding, why: st
 def run_here(paths: SessionPaths, settings: Settings, broker: Broker, holding: Holding, resume: bool) -> int:
     mirror = Mirror(broker, paths)
 
-    def echo(event: dict) -> None:
+    def echo(event: dict[str, Any]) -> None:
         if holding.lost:
             return  # the session is another worker's now: nothing more goes out from here
         mirror.catch_up()

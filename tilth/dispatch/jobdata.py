@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from rq.job import Job
+from redis import Redis
+from rq.job import Job, JobStatus
+from rq.types import FailureCallbackType, SuccessCallbackType
 from rq.serializers import JSONSerializer
 
 from tilth.core.dispatching import Dispatch
@@ -59,7 +62,7 @@ class JobArgs(BaseModel):
         return check_remote(value)
 
 
-def parse_job(args: tuple, kwargs: dict, dispatch: Dispatch) -> JobArgs:
+def parse_job(args: tuple[object, ...], kwargs: dict[str, Any], dispatch: Dispatch) -> JobArgs:
     names = ("session_id", "remote", "resume")
     if len(args) > len(names):
         raise RefusedJob(f"refused job: {len(args)} arguments, tilth's job takes at most {len(names)}")
@@ -79,7 +82,7 @@ class TilthJob(Job):
     """RQ's job, refusing to import anything but tilth's job function and failure callback."""
 
     @property
-    def func(self):  # noqa: ANN201 (RQ's property)
+    def func(self) -> Any:  # as RQ's own property, which is untyped
         name = self.func_name
         if name != JOB_FUNCTION or self.instance is not None:
             log.error("refused job %s: it names %r; a tilth worker runs only %s", self.id, name, JOB_FUNCTION)
@@ -87,25 +90,25 @@ class TilthJob(Job):
         return super().func
 
     @property
-    def failure_callback(self):  # noqa: ANN201
+    def failure_callback(self) -> FailureCallbackType | None:
         if self._failure_callback_name not in (None, FAILURE_CALLBACK):
             log.error("refused job %s's failure callback %r", self.id, self._failure_callback_name)
             return None
         return super().failure_callback
 
     @property
-    def success_callback(self):  # noqa: ANN201
+    def success_callback(self) -> SuccessCallbackType | None:
         if self._success_callback_name is not None:
             log.error("refused job %s's success callback %r", self.id, self._success_callback_name)
         return None
 
-    def send_webhooks(self, status, *, exc_string=None) -> None:  # noqa: ANN001 (RQ's signature)
+    def send_webhooks(self, status: str | JobStatus, *, exc_string: str | None = None) -> None:
         """Never: a URL in the job's hash must not make the worker send anything anywhere."""
         if self.webhooks:
             log.error("refused job %s's webhooks to %s", self.id, [w.url for w in self.webhooks])
 
     @property
-    def stopped_callback(self):  # noqa: ANN201
+    def stopped_callback(self) -> Callable[[Job, Redis], Any] | None:
         if self._stopped_callback_name is not None:
             log.error("refused job %s's stopped callback %r", self.id, self._stopped_callback_name)
         return None

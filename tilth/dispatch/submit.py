@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any, Callable
 
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
-from tilth.dispatch.broker import Broker, BrokerDown, enqueue
+from tilth.dispatch.broker import Broker, BrokerDown, enqueue, reply_text
 from tilth.dispatch.carried import carried_files, seal
 from tilth.dispatch.mirror import state_of
 from tilth.dispatch.signing import load_secret
@@ -23,14 +24,18 @@ STAGING = "dispatch-staging"
 
 def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str | None, backend: BackendChoice,
                      settings: Settings, checks: list[str], seed: Path | None,
-                     say=print) -> SessionPaths:
-    broker = Broker(settings.dispatch)
+                     say: Callable[[str], None] = print) -> SessionPaths:
+    dispatch = settings.dispatch
+    if dispatch is None:
+        raise BadInput("dispatching needs a [dispatch] section in config.toml (broker_url, remote); see "
+                       "docs/dispatch.md")
+    broker = Broker(dispatch)
     try:
         broker.redis.ping()
     except BrokerDown as exc:
-        raise BadInput(f"the broker {settings.dispatch.broker_shown} is unreachable ({exc}); start it or fix "
+        raise BadInput(f"the broker {dispatch.broker_shown} is unreachable ({exc}); start it or fix "
                        "[dispatch] broker_url, then start again (nothing was created)") from None
-    secret = load_secret(settings.dispatch)
+    secret = load_secret(dispatch)
     home = tilth_home()
     with clone_lock(home / "clones"):
         clone = ensure_clone(home / "clones", remote)
@@ -51,12 +56,12 @@ def start_dispatched(remote: str, plan: Path, session_id: str | None, base: str 
         broker.register(paths.id, {**state, "state": "queued", "remote": remote, "branch": f"session/{paths.id}"})
         enqueue(broker, paths.id, remote)
     except BrokerDown as exc:
-        raise BadInput(f"the broker {settings.dispatch.broker_shown} went away ({exc}) after session {paths.id} "
+        raise BadInput(f"the broker {dispatch.broker_shown} went away ({exc}) after session {paths.id} "
                        f"was pushed to {remote}; once it is back, `tilth resume {paths.id}` queues it") from None
     return paths
 
 
-def resume_dispatched(broker: Broker, session_id: str, state: dict) -> str | None:
+def resume_dispatched(broker: Broker, session_id: str, state: dict[str, Any]) -> str | None:
     """Queue the session again (resumed); None when its job is still waiting in the queue. A
     session the broker forgot (found on the remote) is registered again first."""
     if broker.lease_holder(session_id):
@@ -77,4 +82,4 @@ def still_queued(broker: Broker, job_id: str | None) -> bool:
     if not job_id:
         return False
     status = broker.redis.hget(f"rq:job:{job_id}", "status")
-    return status is not None and status.decode() in ("queued", "scheduled", "deferred")
+    return status is not None and reply_text(status) in ("queued", "scheduled", "deferred")

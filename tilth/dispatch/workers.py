@@ -15,6 +15,9 @@ import time
 
 import redis
 from rq import Queue, Worker
+from rq.executions import Execution
+from rq.job import Job
+from rq.worker import DequeueStrategy
 
 from tilth.core.settings_load import load_settings
 from tilth.core.processes import proc_stat
@@ -32,7 +35,7 @@ class TilthWorker(Worker):
     again at the next interval instead of ending the worker (RQ gives a silent job 60 s plus
     the interval before another worker may take it)."""
 
-    def maintain_heartbeats(self, job, execution):  # noqa: ANN001 (RQ's signature)
+    def maintain_heartbeats(self, job: Job, execution: Execution) -> None:
         try:
             super().maintain_heartbeats(job, execution)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -62,7 +65,7 @@ def work_here() -> int:
     worker = TilthWorker([queue], connection=connection, serializer=SERIALIZER, job_class=TilthJob,
                          job_monitoring_interval=d.heartbeat_s, maintenance_interval=d.maintenance_s,
                          worker_ttl=d.maintenance_s + 15)
-    worker.work(logging_level="INFO", dequeue_strategy="default", with_scheduler=True)
+    worker.work(logging_level="INFO", dequeue_strategy=DequeueStrategy.DEFAULT, with_scheduler=True)
     return 0
 
 
@@ -71,6 +74,9 @@ def serve(concurrency: int) -> int:
     every `maintenance_s` (even while every worker here is busy with a session)."""
     stopping = threading.Event()
     dispatch = load_settings(tilth_home()).dispatch
+    if dispatch is None:
+        print("tilth worker: no [dispatch] section in config.toml", file=sys.stderr)
+        return 2
     broker = Broker(dispatch)
     swept = time.monotonic()
 
@@ -79,7 +85,7 @@ def serve(concurrency: int) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    children: dict[int, subprocess.Popen] = {}
+    children: dict[int, subprocess.Popen[bytes]] = {}
     restarts = dict.fromkeys(range(concurrency), 0)
     while not stopping.is_set():
         for slot in range(concurrency):

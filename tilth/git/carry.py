@@ -119,12 +119,14 @@ def remove_checkout(clone: Path, session_id: str, worktree: Path) -> None:
 def snapshot(clone: Path, session_id: str, files: dict[str, bytes], message: str) -> str:
     """Commit the session's files as a tree on top of the last snapshot; the ref moves to it."""
     repo = pygit2.Repository(str(clone))
-    root: dict = {}
+    root: _Node = {}
     for relative, data in files.items():
         node = root
         *dirs, leaf = relative.split("/")
         for part in dirs:
-            node = node.setdefault(part, {})
+            child = node.setdefault(part, {})
+            assert isinstance(child, dict), f"{relative}: a file and a directory of one name"
+            node = child
         node[leaf] = repo.create_blob(data)
     ref_name = FILES_REF.format(session_id)
     parent = repo.references.get(ref_name)
@@ -136,7 +138,11 @@ def snapshot(clone: Path, session_id: str, files: dict[str, bytes], message: str
     return str(oid)
 
 
-def _tree(repo: pygit2.Repository, node: dict) -> pygit2.Oid:
+_Node = dict[str, "_Node | pygit2.Oid"]
+"""A directory of a snapshot being built: its subdirectories and its files' blobs, by name."""
+
+
+def _tree(repo: pygit2.Repository, node: _Node) -> pygit2.Oid:
     builder = repo.TreeBuilder()
     for name, value in sorted(node.items()):
         if isinstance(value, dict):
@@ -160,7 +166,7 @@ class Snapshot:
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 
 
-def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern, max_file: int, max_total: int) -> Snapshot:
+def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern[str], max_file: int, max_total: int) -> Snapshot:
     """The session's files as last pushed, read as data: only regular files (mode 100644) and
     directories, each name plain (no `..`, `/`, leading dot), each path matching `allowed`, sizes
     within bounds; anything else is SnapshotRefused naming it."""
@@ -177,23 +183,25 @@ def snapshot_files(clone: Path, session_id: str, allowed: re.Pattern, max_file: 
     def walk(tree: pygit2.Tree, prefix: str, depth: int) -> None:
         nonlocal total
         for entry in tree:
-            path = f"{prefix}{entry.name}"
-            if not SAFE_NAME.match(entry.name) or depth > 3:
+            name = entry.name or ""
+            path = f"{prefix}{name}"
+            if not SAFE_NAME.match(name) or depth > 3:
                 raise SnapshotRefused(f"the snapshot holds an entry named {path!r}")
             if entry.filemode == pygit2.GIT_FILEMODE_TREE:
-                walk(repo[entry.id], f"{path}/", depth + 1)
+                walk(repo[entry.id].peel(pygit2.Tree), f"{path}/", depth + 1)
                 continue
             if entry.filemode != pygit2.GIT_FILEMODE_BLOB:
                 raise SnapshotRefused(f"the snapshot holds {path!r} with mode {entry.filemode:o} (a symlink, an "
                                       "executable or a submodule); only plain files are carried")
             if not allowed.match(path):
                 raise SnapshotRefused(f"the snapshot holds {path!r}, which is not a session file tilth writes")
-            size = repo[entry.id].size
+            blob = repo[entry.id].peel(pygit2.Blob)
+            size = blob.size
             total += size
             if size > max_file or total > max_total or len(found) >= 100_000:
                 raise SnapshotRefused(f"the snapshot is too large at {path!r} ({size} bytes; at most {max_file} a "
                                       f"file, {max_total} in all)")
-            found[path] = repo[entry.id].data
+            found[path] = blob.data
 
     walk(commit.tree, "", 0)
     return Snapshot(found, commit.message, tip)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pygit2
 from pygit2.enums import ResetMode
@@ -99,14 +99,15 @@ def unstage(repo: pygit2.Repository, paths: list[str]) -> None:
 
 def staged_diff(repo: pygit2.Repository) -> pygit2.Diff:
     """HEAD tree -> index, after stage_all: far cheaper than HEAD -> workdir on big trees."""
-    return repo.index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
+    index: pygit2.Index = repo.index
+    return index.diff_to_tree(repo.head.peel(pygit2.Commit).tree)
 
 
 def changed_lines(diff: pygit2.Diff) -> Iterator[tuple[str, str, int, str]]:
     """(path, `+` or `-`, line number in the new or old file, text) of every line a diff adds or
     removes; binary files have none."""
     for patch in diff:
-        if patch.delta.is_binary:
+        if patch is None or patch.delta.is_binary:
             continue
         for hunk in patch.hunks:
             for line in hunk.lines:
@@ -119,7 +120,7 @@ def changed_lines(diff: pygit2.Diff) -> Iterator[tuple[str, str, int, str]]:
 def describe_diff(diff: pygit2.Diff) -> str:
     """`3 files changed, +10 -2: a.py, b.py`: the ledger's one-line diff summary."""
     stats = diff.stats
-    files = [patch.delta.new_file.path for patch in diff]
+    files = [patch.delta.new_file.path for patch in diff if patch is not None]
     shown = ", ".join(files[:10]) + (f", and {len(files) - 10} more" if len(files) > 10 else "")
     return f"{stats.files_changed} files changed, +{stats.insertions} -{stats.deletions}" + (f": {shown}" if files else "")
 
@@ -148,12 +149,14 @@ def diff_changes(repo: pygit2.Repository, diff: pygit2.Diff) -> list[FileChange]
     `MAX_INSPECTED_LINES` in all; binary files have none)."""
     changes, budget = [], MAX_INSPECTED_LINES
     for patch in diff:
+        if patch is None:
+            continue
         delta = patch.delta
         status = _STATUS.get(delta.status, "other")
         emptied = False
         if status in ("modified", "renamed"):
             blob = repo.get(delta.new_file.id)
-            emptied = blob is not None and not blob.data.strip()
+            emptied = isinstance(blob, pygit2.Blob) and not blob.data.strip()
         added: list[str] = []
         if not delta.is_binary:
             for hunk in patch.hunks:
@@ -166,7 +169,7 @@ def diff_changes(repo: pygit2.Repository, diff: pygit2.Diff) -> list[FileChange]
     return changes
 
 
-def scratch_repo(path: Path, files: dict[str, str]) -> pygit2.Repository:
+def scratch_repo(path: Path, files: Mapping[str, str]) -> pygit2.Repository:
     """A new repository at `path` whose one commit holds `files` (for `tilth calibrate`'s fixtures)."""
     repo = pygit2.init_repository(str(path), initial_head="main")
     write_files(path, files)
@@ -176,7 +179,7 @@ def scratch_repo(path: Path, files: dict[str, str]) -> pygit2.Repository:
     return repo
 
 
-def write_files(root: Path, files: dict[str, str | None]) -> None:
+def write_files(root: Path, files: Mapping[str, str | None]) -> None:
     """Write each file under `root` (None deletes it)."""
     for name, text in files.items():
         target = root / name
@@ -189,7 +192,7 @@ def write_files(root: Path, files: dict[str, str | None]) -> None:
 
 def range_patch(repo: pygit2.Repository, base: str, head: str) -> str:
     """The patch from `base` to `head` (the whole of a session's work)."""
-    return repo.diff(repo.get(base).peel(pygit2.Tree), repo.get(head).peel(pygit2.Tree)).patch or ""
+    return repo[base].peel(pygit2.Tree).diff_to_tree(repo[head].peel(pygit2.Tree)).patch or ""
 
 
 def ensure_head(repo: pygit2.Repository, branch: str) -> str | None:
@@ -278,7 +281,7 @@ def check_readable(repo: pygit2.Repository, branch: str) -> None:
         raise pygit2.GitError(f"{branch}: object {missing.args[0] if missing.args else ''} is missing") from None
 
 
-def _check_loose(repo: pygit2.Repository, oid: pygit2.Oid) -> None:
+def _check_loose(repo: pygit2.Repository, oid: pygit2.Oid | str) -> None:
     from tilth.git.integrity import inflates_whole
 
     sha = str(oid)

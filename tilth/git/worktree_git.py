@@ -19,6 +19,7 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Literal, overload
 
 from tilth.core.errors import BadInput
 
@@ -87,8 +88,14 @@ def env(git_dir: Path | None, worktree: Path, base: dict[str, str]) -> dict[str,
     return out
 
 
+@overload
+def run(git_dir: Path | None, worktree: Path, *args: str, stdin: str | None = None,
+        text: Literal[True] = True, locale: str | None = None) -> subprocess.CompletedProcess[str]: ...
+@overload
 def run(git_dir: Path | None, worktree: Path, *args: str, stdin: bytes | None = None,
-        text: bool = True, locale: str | None = None) -> subprocess.CompletedProcess:
+        text: Literal[False], locale: str | None = None) -> subprocess.CompletedProcess[bytes]: ...
+def run(git_dir: Path | None, worktree: Path, *args: str, stdin: str | bytes | None = None,
+        text: bool = True, locale: str | None = None) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
     """Run git on the worktree safely; output captured, never raises on git's exit status.
     `locale="C"` when the caller reads git's English messages."""
     environment = env(git_dir, worktree, dict(os.environ))

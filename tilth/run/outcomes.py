@@ -124,17 +124,15 @@ class Ending:
 
     points: str
     """The fault points' stem (`before_<stem>`, `after_<stem>`); then `after_status` (done) or `after_<status>_status`."""
-    commit_event: str
-    ended_event: str
     status: TaskStatus
     placeholder: Placeholder | None
     """What a placeholder is called (`run/keeping.py` leaves out what the task may not keep); None for a task commit."""
 
 
 ENDINGS: dict[str, Ending] = {
-    "done": Ending("commit", "commit", "task_done", TaskStatus.done, None),
-    "failed": Ending("failed_commit", "failed_commit", "task_failed", TaskStatus.failed, "failed"),
-    "parked": Ending("parked_commit", "parked_commit", "task_parked", TaskStatus.parked, "parked"),
+    "done": Ending("commit", TaskStatus.done, None),
+    "failed": Ending("failed_commit", TaskStatus.failed, "failed"),
+    "parked": Ending("parked_commit", TaskStatus.parked, "parked"),
 }
 
 
@@ -154,17 +152,15 @@ def end_task(ws: Workspace, task: Task, outcome: Outcome, entry: LedgerEntry, re
     else:
         guard_branch(ws, task.id, iteration)
     left_out = ws.leave_out(task, iteration, ending.placeholder) if ending.placeholder is not None else []
-    said = what_ended(outcome, entry)
     sha = commit_staged(ws.repo, ws.record.branch, message_of(ws, task, outcome, entry, left_out), ws.tip)
     ws.tip = sha
-    ws.events.emit(ending.commit_event, task.id, iteration, sha=sha,
-                   **({"iterations": iteration} if outcome == "done" else said))
+    journal(ws, task.id, outcome, entry, sha, ended=False)
     checkpoint(f"after_{ending.points}", task.id)
     set_status(ws.paths.prd, task.id, ending.status)
     checkpoint("after_status" if outcome == "done" else f"after_{outcome}_status", task.id)
     label = f"failed:{EXHAUSTED}" if outcome == "failed" else outcome
     append_progress(ws.paths.progress, outcome_line(task.id, label, iteration, sha, task.title))
-    ws.events.emit(ending.ended_event, task.id, iteration, sha=sha, **said)
+    journal(ws, task.id, outcome, entry, sha, ended=True)
     return sha
 
 
@@ -178,14 +174,20 @@ def message_of(ws: Workspace, task: Task, outcome: Outcome, entry: LedgerEntry, 
                           left_out)
 
 
-def what_ended(outcome: Outcome, entry: LedgerEntry) -> dict[str, str | None]:
-    """What the end's events say besides the sha: a failure's reason, a parked task's question."""
-    verdict = entry.verdict
-    if outcome == "failed":
-        return {"reason": failure_reason(entry)}
-    if outcome == "parked":
-        return {"asked_by": verdict.asked_by, "question": verdict.question}
-    return {}
+def journal(ws: Workspace, task_id: str, outcome: Outcome, entry: LedgerEntry, sha: str, ended: bool) -> None:
+    """The commit's event (`ended` False), then the task's end's: spelled out, as the event registry reads them."""
+    verdict, iteration = entry.verdict, entry.iter
+    if outcome == "done":
+        if ended:
+            ws.events.emit("task_done", task_id, iteration, sha=sha)
+        else:
+            ws.events.emit("commit", task_id, iteration, sha=sha, iterations=iteration)
+    elif outcome == "failed":
+        ws.events.emit("task_failed" if ended else "failed_commit", task_id, iteration, sha=sha,
+                       reason=failure_reason(entry))
+    else:
+        ws.events.emit("task_parked" if ended else "parked_commit", task_id, iteration, sha=sha,
+                       asked_by=verdict.asked_by, question=verdict.question)
 
 
 def failure_reason(last: LedgerEntry) -> str:

@@ -14,13 +14,13 @@ import errno
 import os
 import secrets
 import shutil
-import time
 from pathlib import Path
 from typing import Iterator
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from tilth.core.clock import wall
 from tilth.core.errors import BadInput
 from tilth.store.jsonio import fsync_dir, write_json
 from tilth.store.lock import HeldLock
@@ -146,7 +146,7 @@ def _sweep_fresh(root: Path) -> None:
     belong to a creator between its mkdir and its lock, so only old ones are removed."""
     for directory in root.glob(f"{FRESH}*"):
         try:
-            young = time.time() - directory.stat().st_mtime < FRESH_GRACE_S
+            young = wall() - directory.stat().st_mtime < FRESH_GRACE_S
         except FileNotFoundError:
             continue
         lock = None if young else _claim(directory)

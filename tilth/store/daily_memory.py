@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
+from tilth.core.clock import local_now
 from tilth.store.jsonio import append_line, fsync_dir, naming, write_atomic
 
 DIR_NAME = "memory"
@@ -90,7 +91,7 @@ def _ensure_day_file(path: Path, day: date) -> None:
 def append(home: Path, ok: bool, agent: str, session: str, task_id: str, title: str, message: str,
            now: datetime | None = None) -> str:
     """Append one outcome's line to the day's file (created with its header first); the line."""
-    when = now or datetime.now().astimezone()
+    when = now or local_now()
     path = day_path(home, when.date())
     _ensure_day_file(path, when.date())
     line = entry_line(when, ok, agent, session, task_id, title, message)

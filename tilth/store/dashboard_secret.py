@@ -19,11 +19,11 @@ import re
 import secrets
 import stat
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from tilth.core.clock import wall
 from tilth.core.errors import BadInput
 from tilth.store.jsonio import fsync_dir
 
@@ -86,7 +86,7 @@ class DashboardSecret:
         self.value()
         with _refused(self.dir):
             self._private(self.logins)
-            now = time.time()
+            now = wall()
             for entry in os.scandir(self.logins):
                 try:
                     if now - entry.stat().st_mtime > LOGIN_TTL_S:
@@ -108,7 +108,7 @@ class DashboardSecret:
             path.unlink()  # the one use: a second remover gets FileNotFoundError
         except FileNotFoundError:
             return False
-        return time.time() - made <= LOGIN_TTL_S
+        return wall() - made <= LOGIN_TTL_S
 
     def _private(self, directory: Path) -> None:
         directory.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Union, get_args
+from typing import Annotated, Any, Mapping, Union, get_args
 
 from tilth.store.strict import Odd, Rule
 
@@ -181,7 +181,7 @@ def blocked_by(tasks: list[Any]) -> dict[str, tuple[str, ...]]:
     return {t.id: r for t in tasks if t.status == TaskStatus.pending and (r := roots(t.id, frozenset({t.id})))}
 
 
-def blocked_label(roots: tuple[str, ...] | list[str], statuses: dict[str, str]) -> str:
+def blocked_label(roots: tuple[str, ...] | list[str], statuses: Mapping[str, str]) -> str:
     """`blocked (T-1 failed)`, `blocked (T-2 parked)`: what a blocked task waits on."""
     return "blocked (" + ", ".join(
         f"{r} {'parked' if statuses.get(r) == TaskStatus.parked else 'failed'}" for r in roots) + ")"

@@ -25,12 +25,13 @@ import secrets
 import shutil
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from tilth.core.clock import utc_now
 from tilth.store.jsonio import fsync_dir, write_atomic, write_json
 
 DIR_NAME = "runs"
@@ -47,7 +48,7 @@ def runs_dir(session_dir: Path) -> Path:
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    return f"{(now or datetime.now(timezone.utc)).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    return f"{(now or utc_now()).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 @dataclass(frozen=True)

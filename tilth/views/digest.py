@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 
-from tilth.core.clock import parse_utc
+from tilth.core.clock import parse_utc, utc_now
 from tilth.core.errors import BadInput
 from tilth.store.daily_memory import Entry, read_since
 from tilth.store.home import all_session_ids, session_paths
@@ -39,7 +39,7 @@ NEEDS_STATES = {"stopped", "crashed", "failed", "paused"}
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
     """`30m`, `12h`, `2d` back from now, or an ISO time (local unless it has a zone); aware UTC."""
-    now = now or datetime.now(timezone.utc)
+    now = now or utc_now()
     m = RELATIVE.match(text or "")
     if m:
         try:
@@ -131,7 +131,7 @@ def session_digest(home: Path, session_id: str, since: datetime, entries: list[E
 
 
 def build_digest(home: Path, since: datetime, now: datetime | None = None) -> dict[str, Any]:
-    now = now or datetime.now(timezone.utc)
+    now = now or utc_now()
     entries = read_since(home, since)
     sessions = []
     for session_id in all_session_ids(home):

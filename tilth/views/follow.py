@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from tilth.store.events import is_event
 from tilth.store.home import SessionPaths
@@ -34,6 +34,9 @@ from tilth.store.session_state import SessionState, effective_state
 from tilth.core.clock import utc_now
 from tilth.views.readable import Readable
 from tilth.views.waiting import HEARTBEAT_S, waiting_text
+
+if TYPE_CHECKING:
+    from watchfiles import Change
 
 EXIT_CODES = {SessionState.done: 0, SessionState.failed: 1, SessionState.stopped: 3, SessionState.crashed: 3,
               SessionState.paused: 3, SessionState.waiting: 5}
@@ -61,9 +64,9 @@ def settled(paths: SessionPaths) -> SessionState | None:
     return state
 
 
-def _changes(dirs: Iterable[Path], names: tuple[str, ...]):
+def _changes(dirs: Iterable[Path], names: tuple[str, ...]) -> Iterator[set[tuple[Change, str]]]:
     """Yield on every relevant change, and at least every RECHECK_MS."""
-    from watchfiles import Change, watch  # only a follower pays for it, not `tilth logs -n`
+    from watchfiles import watch  # only a follower pays for it, not `tilth logs -n`
 
     def relevant(change: Change, path: str) -> bool:
         return Path(path).name in names

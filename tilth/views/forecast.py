@@ -148,7 +148,10 @@ def forecast(past: History, key: str, tasks: list[Task]) -> Forecast:
     extra = past.overheads.get(key) or [0.0]
     totals = sorted(sum(column) + rng.choice(extra) for column in zip(*draws)) if draws else \
         sorted(rng.choice(extra) for _ in range(DRAWS))
-    pick = lambda q: totals[min(len(totals) - 1, int(q * len(totals)))]  # noqa: E731
+
+    def pick(q: float) -> float:
+        return totals[min(len(totals) - 1, int(q * len(totals)))]
+
     return Forecast(key, len(todo), len(same), sessions, pick(LOW), pick(0.5), pick(HIGH))
 
 

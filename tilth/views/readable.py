@@ -128,7 +128,7 @@ class Readable:
             "parked_commit": lambda d: None,
             "task_parked": lambda d: f"PARKED placeholder {short_sha(d)}: waits for an answer to {short(d.get('question'))}",
             "question_parked": lambda d: f"parked on recovery (its question was in the ledger): {short_sha(d)}",
-            "task_answered": lambda d: "answered; pending again" + ANSWERED_BY.get(d.get("by"), ""),
+            "task_answered": lambda d: "answered; pending again" + ANSWERED_BY.get(str(d.get("by")), ""),
             "task_stalled": lambda d: f"stalled: rejected {d.get('count')} times in a row for the same "
                                       f"{d.get('same')} ({d.get('category')}); it parks with a question",
             "attempts_used_up": lambda d: f"{d.get('attempts')} attempts over all runs (max_attempts_per_task_total "
@@ -196,7 +196,7 @@ class Readable:
         out += [where + t if where and t else t for t in texts]
         return [redact_text(line) for line in out]
 
-    def _failure(self, event: dict[str, Any], text: str) -> str:
+    def _failure(self, event: dict[str, Any], text: str | list[str] | None) -> str | list[str] | None:
         """A FAILED line says why in words, from the task's last verdict (the event has only its code)."""
         data = event["data"]
         if event["type"] == "verdict":
@@ -255,7 +255,7 @@ class Readable:
 
 
 def _is_pre_tool(event: dict[str, Any]) -> bool:
-    return event["type"] == "hook_run" and event["data"].get("point") == "pre_tool"
+    return bool(event["type"] == "hook_run" and event["data"].get("point") == "pre_tool")
 
 
 _foreground = Readable()

@@ -8,7 +8,7 @@ Pydantic-free, like what it renders: `tilth status` is a look.
 from __future__ import annotations
 
 from datetime import date
-from typing import Any
+from typing import Any, Callable
 
 from tilth.core.clock import parse_utc, utc_now
 from tilth.core.terminal import clean, unguarded
@@ -32,7 +32,8 @@ def receipt_text(line: dict[str, Any]) -> str:
 
 def task_state(line: dict[str, Any]) -> str:
     """`pending`, `done`, ... or `blocked (T-1 failed)`."""
-    return line.get("blocked") or line["status"]
+    state: str = line.get("blocked") or line["status"]
+    return state
 
 
 def _progress(summary: dict[str, Any]) -> str:
@@ -83,7 +84,8 @@ def _paused(summary: dict[str, Any]) -> str:
 def _state(summary: dict[str, Any]) -> str:
     """`queued until <time>`, `crashed (auto-resume 2/3 at 12:00:03)` while the supervisor will
     resume it, `running (auto-resumed 1x)` after it did, `paused until 14:05 (usage limit)`."""
-    state, resumes = summary["state"], summary.get("auto_resumes") or 0
+    state: str = summary["state"]
+    resumes = summary.get("auto_resumes") or 0
     if state == SessionState.queued and summary.get("start_at"):
         return f"queued until {summary['start_at']}"
     if state == SessionState.paused:
@@ -99,7 +101,8 @@ def _state(summary: dict[str, Any]) -> str:
 
 def _removed(summary: dict[str, Any]) -> bool:
     """Archived: `tilth cleanse` removed the branch and the worktree."""
-    return summary["state"] == SessionState.archived
+    state: str = summary["state"]
+    return state == SessionState.archived
 
 
 COLUMNS = ("SESSION", "STATE", "DONE", "CURRENT", "ELAPSED", "TOKENS", "COST", "BRANCH")
@@ -189,12 +192,17 @@ CAP_WORDS = {"max_spend_usd": "spend", "max_tokens_total": "tokens", "max_wall_c
              "evaluator calls on the current task"}
 
 
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
 def _caps(caps: dict[str, dict[str, Any]]) -> str:
     """`spend $0.40 of $1.00 (40%), this run's time 2m10s of 1h00m (4%)`; REACHED when one stopped it."""
     shown = []
     for name, cap in caps.items():
         limit, value = cap["limit"], cap["value"]
-        fmt = {"max_spend_usd": money, "max_wall_clock_s": _duration}.get(name, lambda v: f"{v:g}")
+        formats: dict[str, Callable[[float], str]] = {"max_spend_usd": money, "max_wall_clock_s": _duration}
+        fmt = formats.get(name, _number)
         limit_fmt = {"max_spend_usd": dollars}.get(name, fmt)
         text = f"{CAP_WORDS.get(name, name)} {fmt(value) if value is not None else '-'} of {limit_fmt(limit)}"
         if cap["reached"]:

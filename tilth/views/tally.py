@@ -34,6 +34,7 @@ from tilth.store.prd_rules import blocked_label
 from tilth.store.rollup import load_rollup
 from tilth.store.rollup_fold import OUTSIDE_RUN
 from tilth.store.session import load_session
+from tilth.store.session_record import SessionRecord
 from tilth.views import figures
 from tilth.views.evidence import (CriterionProof, failing_before, failure_reasons, last_checks, proofs,
                                    read_baseline, stopped_by, verdicts)
@@ -157,25 +158,28 @@ def running_seconds(events: list[dict[str, Any]], now: datetime | None = None) -
     """The sum of every run's span: `session_started` to the following `session_end`; a run
     that never ended (killed, or still going) lasts to its last event, or to `now` if given.
     None when the session never ran."""
-    total, opened, last, ran = 0.0, None, None, False
+    total, ran = 0.0, False
+    opened: datetime | None = None
+    last: datetime | None = None
     for event in events:
         if event["type"] in OUTSIDE_RUN:
             continue
         ts = _parse_ts(event["ts"])
         if event["type"] == "session_started":
-            if opened is not None:
+            if opened is not None and last is not None:
                 total += (last - opened).total_seconds()
             opened, ran = ts, True
         elif event["type"] == "session_end" and opened is not None:
             total += (ts - opened).total_seconds()
             opened = None
         last = ts
-    if opened is not None:
-        total += ((now or last) - opened).total_seconds()
+    end = now or last
+    if opened is not None and end is not None:
+        total += (end - opened).total_seconds()
     return max(0.0, total) if ran else None
 
 
-def _branch_commits(record, base: str) -> tuple[str | None, list[TaskCommit]]:
+def _branch_commits(record: SessionRecord, base: str) -> tuple[str | None, list[TaskCommit]]:
     try:
         repo = open_worktree(Path(record.worktree), session_git_dir(record.repo, record.id), repair=False)
         return str(repo.head.target), branch_task_commits(repo, base)

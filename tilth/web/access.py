@@ -17,7 +17,6 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
-import time
 from hashlib import sha256
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -26,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 
+from tilth.core.clock import wall
 from tilth.store.dashboard_secret import DashboardSecret
 from tilth.web import pages
 from tilth.web.forms import login_form
@@ -118,7 +118,7 @@ class Guard:
 
     def sign_in(self, response: Response, scope: Scope) -> None:
         """A new login: its cookie, HttpOnly, SameSite=Strict, for this port's name."""
-        login, expires = secrets.token_urlsafe(24), str(int(time.time()) + LOGIN_DAYS * 86400)
+        login, expires = secrets.token_urlsafe(24), str(int(wall()) + LOGIN_DAYS * 86400)
         value = f"{login}.{expires}.{self._mac('login', login, expires)}"
         response.set_cookie(self.cookie_name(scope), value, max_age=LOGIN_DAYS * 86400, path="/", httponly=True,
                             samesite="strict")
@@ -127,7 +127,7 @@ class Guard:
         """The login id the request's cookie proves, else None."""
         login, _, rest = request.cookies.get(self.cookie_name(request.scope), "").partition(".")
         expires, _, mac = rest.partition(".")
-        if not (login and expires.isdigit() and mac) or int(expires) < time.time():
+        if not (login and expires.isdigit() and mac) or int(expires) < wall():
             return None
         return login if same(mac, self._mac("login", login, expires)) else None
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,9 +226,10 @@ def needs_you(home: Path, summaries: list[dict[str, Any]], now: float | None = N
     """What waits on the person, from the summaries: every open question (session, task, its title,
     who asked, the text, how long it has waited), the sessions waiting, paused, failed or crashed
     (or stopped by a cap) with their reason, and the spend of the sessions active in the last 24 hours."""
+    from tilth.core.clock import wall
     from tilth.store.answers import last_question
 
-    now = time.time() if now is None else now
+    now = wall() if now is None else now
     questions, attention = [], []
     spend, lower_bound, active = 0.0, False, 0
     for s in summaries:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, BinaryIO, Callable
 
 from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, collected
 from tilth.agents.tools.shell import run_bounded
@@ -44,7 +44,7 @@ class _Lines:
     """The agent's stdout as it comes: each whole line to its log (redacted) and, when it is JSON (or
     `plain`: every line, as `{"text": line}`), to `on_line`; the last KEEP_CHARS kept."""
 
-    def __init__(self, log, on_line: Callable[[dict], str | None] | None, plain: bool = False):
+    def __init__(self, log: BinaryIO, on_line: Callable[[dict[str, Any]], str | None] | None, plain: bool = False):
         self.log, self.on_line, self.plain = log, on_line, plain
         self.stop_reason: str | None = None
         self.bytes = 0
@@ -82,7 +82,7 @@ class _Lines:
 
 
 def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, timeout: float, logs: Path, stem: str,
-              on_line: Callable[[dict], str | None] | None = None,
+              on_line: Callable[[dict[str, Any]], str | None] | None = None,
               max_processes: int | None = DEFAULT_MAX_PROCESSES, plain_lines: bool = False) -> Finished:
     """Run to the end (or the timeout); raises OSError when the agent cannot be started.
     `plain_lines`: every stdout line goes to `on_line` as `{"text": line}`, JSON or not."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 STEP_CHARS = 400
 """A step's text is cut to this many characters; the full stream is kept under sessions/<id>/agents/."""
@@ -70,11 +70,11 @@ class AgentReport:
     """Set when the run ended on a usage/rate limit (then is_error is True as well)."""
     events: int = 0
     """JSON lines read."""
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class StreamReader(Protocol):
-    def feed(self, event: dict) -> list[Step]:
+    def feed(self, event: dict[str, Any]) -> list[Step]:
         """Take one JSON object from the agent's stdout; the steps it shows, possibly none."""
 
     def report(self) -> AgentReport:

@@ -22,6 +22,7 @@ Facts this relies on, observed against a Chat Completions stub (docs/cli-agents.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
 
@@ -103,7 +104,7 @@ class AiderUsage:
         """A count was printed rounded (`1.2k`)."""
         self._cost_lines = 0
 
-    def feed(self, event: dict) -> list[Step]:
+    def feed(self, event: dict[str, Any]) -> list[Step]:
         self.line(str(event.get("text", "")))
         return []
 
@@ -176,7 +177,8 @@ def _last_words(lines: list[str]) -> str | None:
     """The last line naming an error, else the last line with words (not aider's `>` prompt)."""
     said = [line for line in lines if line.strip().strip(">").strip() and not _STATUS.match(line)]
     errors = [line for line in said if "error" in line.lower()]
-    return (errors or said or [None])[-1]
+    last = errors or said
+    return last[-1] if last else None
 
 
 def _last_api_error(lines: list[str]) -> tuple[str, str] | None:

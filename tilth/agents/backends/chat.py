@@ -17,7 +17,7 @@ from typing import Any
 from tilth.agents.accounting import Meter, Usage, call_cost
 from tilth.agents.backends.openai_sdk import import_openai
 from tilth.agents.protocol import UsageLimited
-from tilth.core.clock import utc_now
+from tilth.core.clock import utc_now, wall
 from tilth.core.config import Settings
 from tilth.core.errors import TilthError
 from tilth.store.events import EventLog, document
@@ -79,7 +79,7 @@ def _retry_after(exc: Exception) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         moment = email.utils.parsedate_to_datetime(value)
-        return max(0.0, moment.timestamp() - time.time()) if moment else None
+        return max(0.0, moment.timestamp() - wall()) if moment else None
 
 
 def _classify(exc: Exception) -> tuple[str, int | None, bool]:
@@ -123,12 +123,13 @@ class ChatClient:
         self.base_url, api_key, self.model = settings.endpoint(role)
         self.client = sdk_client(self.base_url, api_key, settings.request_timeout)
 
-    def complete(self, messages: list[dict], tools: list[dict], task_id: str, iteration: int,
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], task_id: str | None, iteration: int,
                  tool_choice: str = "auto") -> ModelReply:
         s = self.settings
         for attempt in range(1, s.max_retries + 2):
             started = time.monotonic()
             retry_after = None
+            status: int | None
             self.events.emit("model_waiting", task_id, iteration, role=self.role, model=self.model, attempt=attempt)
             try:
                 reply, usage = self._request(messages, tools, tool_choice)
@@ -142,7 +143,7 @@ class ChatClient:
                 wait = min(s.retry_max_delay, retry_after if retry_after is not None else backoff)
             self.events.emit("model_attempt", task_id, iteration, role=self.role, model=self.model,
                              attempt=attempt, outcome=outcome, status=status, wait_s=round(wait, 3))
-            if outcome == "ok":
+            if outcome == "ok" and reply is not None:
                 latency = int((time.monotonic() - started) * 1000)
                 cost, source = call_cost(s, self.model, usage, self.base_url)
                 self.meter.record(self.events, self.role, self.model, task_id, iteration, usage, cost, source,
@@ -161,7 +162,7 @@ class ChatClient:
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _request(self, messages: list[dict], tools: list[dict],
+    def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                  tool_choice: str) -> tuple[ModelReply | None, Usage]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if tools:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 
 from datetime import datetime, timezone
+from typing import Any
 
 from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
 
@@ -30,15 +31,15 @@ class ClaudeStream:
     def __init__(self) -> None:
         self._report = AgentReport()
         self._last_text: str | None = None
-        self._api_error: dict | None = None
+        self._api_error: dict[str, Any] | None = None
         """The latest synthetic API-error assistant event, until a real reply follows it."""
         self._resets_at: datetime | None = None
         self._tool_names: dict[str, str] = {}
-        self._result: dict | None = None
-        self._turns: dict[str, dict] = {}
+        self._result: dict[str, Any] | None = None
+        self._turns: dict[str, dict[str, Any]] = {}
         """The usage of each assistant message, by message id (its blocks repeat it)."""
 
-    def feed(self, event: dict) -> list[Step]:
+    def feed(self, event: dict[str, Any]) -> list[Step]:
         self._report.events += 1
         kind = event.get("type")
         if kind == "system":
@@ -98,13 +99,13 @@ class ClaudeStream:
         report.completion_tokens = sum(_count(u, "output_tokens") for u in turns)
         report.turns = len(self._turns)
 
-    def _limit_of(self, event: dict, message: str) -> Limit | None:
+    def _limit_of(self, event: dict[str, Any], message: str) -> Limit | None:
         if event.get("api_error_status") != 429 and event.get("api_error") != "usage_limit_reached":
             return None
         info = (event.get("api_error_params") or {}).get("rate_limit_info") or {}
         return Limit(message, _from_unix(info.get("resetsAt")) or self._resets_at)
 
-    def _system(self, event: dict) -> list[Step]:
+    def _system(self, event: dict[str, Any]) -> list[Step]:
         if event.get("subtype") == "init":
             self._report.session_id = event.get("session_id") or self._report.session_id
             self._report.model = event.get("model") or self._report.model
@@ -114,7 +115,7 @@ class ClaudeStream:
                                       f"{event.get('error_status')} {event.get('error')}"))]
         return []
 
-    def _assistant(self, event: dict) -> list[Step]:
+    def _assistant(self, event: dict[str, Any]) -> list[Step]:
         if event.get("is_api_error_message"):
             self._api_error = event
             if event.get("api_error_status") == 429:
@@ -136,7 +137,7 @@ class ClaudeStream:
                 steps.append(Step("tool_use", cut(json.dumps(block.get("input"), ensure_ascii=False)), block.get("name")))
         return steps
 
-    def _tool_results(self, event: dict) -> list[Step]:
+    def _tool_results(self, event: dict[str, Any]) -> list[Step]:
         content = (event.get("message") or {}).get("content")
         steps = []
         for block in content if isinstance(content, list) else []:
@@ -151,12 +152,12 @@ class ClaudeStream:
 _USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
-def _count(usage: dict, key: str) -> int:
+def _count(usage: dict[str, Any], key: str) -> int:
     value = usage.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _text_of(event: dict) -> str:
+def _text_of(event: dict[str, Any]) -> str:
     return _flatten((event.get("message") or {}).get("content"))
 
 

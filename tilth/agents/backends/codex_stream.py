@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone, tzinfo
+from typing import Any
 
 from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
+from tilth.core.clock import local_now
 
 _USAGE_LIMIT = re.compile(r"hit your usage limit", re.IGNORECASE)
 _RATE_LIMITED = re.compile(r"\blast status: 429\b")
@@ -36,7 +38,7 @@ class CodexStream:
         self._local_tz = local_tz
         self._failure: str | None = None
 
-    def feed(self, event: dict) -> list[Step]:
+    def feed(self, event: dict[str, Any]) -> list[Step]:
         self._report.events += 1
         kind = event.get("type")
         if kind == "thread.started":
@@ -61,7 +63,7 @@ class CodexStream:
         report.limit = self._limit_of(self._failure) if self._failure else None
         return report
 
-    def _item(self, item: dict, completed: bool) -> list[Step]:
+    def _item(self, item: dict[str, Any], completed: bool) -> list[Step]:
         kind, item_id = item.get("type"), item.get("id")
         if kind == "command_execution":
             text = str(item.get("command", ""))
@@ -83,7 +85,7 @@ class CodexStream:
             return [Step("error", cut(item.get("message", "")), item_id)]
         return []
 
-    def _add_usage(self, usage: dict) -> None:
+    def _add_usage(self, usage: dict[str, Any]) -> None:
         report = self._report
         if "input_tokens" in usage:
             report.prompt_tokens = (report.prompt_tokens or 0) + int(usage["input_tokens"] or 0)
@@ -114,7 +116,7 @@ class CodexStream:
                 clock = datetime.strptime(when, "%I:%M %p")
             except ValueError:
                 return None
-            today = datetime.now(self._local_tz) if self._local_tz else datetime.now()
+            today = local_now(self._local_tz)
             moment = today.replace(hour=clock.hour, minute=clock.minute, second=0, microsecond=0, tzinfo=None)
         local = moment.replace(tzinfo=self._local_tz) if self._local_tz else moment.astimezone()
         return local.astimezone(timezone.utc)

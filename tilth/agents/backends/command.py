@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from tilth.agents.accounting import CapReached, Meter, Usage, call_cost
 from tilth.agents.backends.agent_process import Finished, run_agent
@@ -72,7 +72,7 @@ class CliAgent:
         else:
             binary(name, settings)
 
-    def run(self, role: str, prompt: str, at: Where, parse: Callable[[str], Answer | None],
+    def run(self, role: str, prompt: str, at: Where, parse: Callable[[str], Answer],
             attempt: str = "") -> tuple[Answer | None, str]:
         """The parsed answer (or None) and the text it was read from."""
         stem = f"{at.task_id}-{at.iteration}-{role}-{self.name}{attempt}"
@@ -83,7 +83,7 @@ class CliAgent:
             spec = launch(self.name, role, self.settings, prompt_file, at.sandbox, left)
             wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
                             readable=[prompt_file] if spec.prompt_argument else [])
-            on_line = None if spec.reader is None else self._stepper(role, at, spec.reader, spec.model)
+            on_line = self._stepper(role, at, spec.reader, spec.model)
             timeout, walled = self.settings.agent_timeout_s, False
             if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
                 timeout, walled = max(0.1, self.meter.wall_deadline - time.monotonic()), True
@@ -105,7 +105,7 @@ class CliAgent:
                 self._account(role, at, report, spec.model, done)
             except CapReached as exc:  # said after the run's own event
                 capped = exc
-        text = report.final_text if report.final_text is not None else (done.stdout if spec.reader is None else "")
+        text = report.final_text if report.final_text is not None else ""
         failure = self._failure(report, done)
         answer = parse(text) if failure is None and report.limit is None else None
         at.events.emit("agent_run", at.task_id, at.iteration, role=role, agent=self.name, command=spec.argv[0],
@@ -127,12 +127,12 @@ class CliAgent:
             raise AgentFailed(failure)
         return answer, text
 
-    def _stepper(self, role: str, at: Where, reader: StreamReader, model: str | None) -> Callable[[dict], str | None]:
+    def _stepper(self, role: str, at: Where, reader: StreamReader, model: str | None) -> Callable[[dict[str, Any]], str | None]:
         """Each line's steps as events; a reason to kill the agent once the usage streamed so far
         takes the session over its spend or token cap."""
         watch = self.meter.spend_limit is not None or self.meter.token_limit is not None
 
-        def on_line(event: dict) -> str | None:
+        def on_line(event: dict[str, Any]) -> str | None:
             for step in reader.feed(event):
                 at.events.emit("agent_step", at.task_id, at.iteration, role=role, agent=self.name, kind=step.kind,
                                name=step.name, text=step.text)
@@ -181,7 +181,7 @@ class CliWorker:
     def work(self, job: WorkerJob) -> Case | Question | None:
         at = Where(job.task.id, job.iteration, job.worktree, job.events, job.sandbox)
         answer, text = self.agent.run("worker", job.prompt + WORKER_ENDING, at, parse_worker_answer)
-        return answer or built_case(text)
+        return answer if answer is not None else built_case(text)
 
 
 class CliEvaluator:

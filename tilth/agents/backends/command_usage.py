@@ -5,6 +5,8 @@ counts the agent while it runs. Everything else it prints is its answer, read at
 
 from __future__ import annotations
 
+from typing import Any
+
 from tilth.agents.backends.agent_stream import AgentReport, Step
 
 FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
@@ -16,7 +18,7 @@ class CommandUsage:
         self.lines = 0
         """Usage lines read; none: the run reported nothing to count."""
 
-    def feed(self, event: dict) -> list[Step]:
+    def feed(self, event: dict[str, Any]) -> list[Step]:
         if event.get("type") != "usage":
             return []
         self.lines += 1

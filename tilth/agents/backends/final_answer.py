@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -107,7 +107,7 @@ def _last(text: str, model: type[Model], key: str) -> Model | None:
     return None
 
 
-def _valid(raw: str | dict, model: type[Model]) -> Model | None:
+def _valid(raw: str | dict[str, Any], model: type[Model]) -> Model | None:
     try:
         return model.model_validate(orjson.loads(raw) if isinstance(raw, str) else raw)
     except (orjson.JSONDecodeError, ValidationError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 
@@ -113,7 +113,7 @@ def has_criteria(task: dict[str, Any]) -> bool:
         isinstance(c, str) and c.strip() or isinstance(c, dict) and str(c.get("text") or "").strip() for c in criteria)
 
 
-def tasks_without_criteria(tasks: list[object]) -> list[str]:
+def tasks_without_criteria(tasks: Sequence[object]) -> list[str]:
     """The label (`id (title)`) of every task with no acceptance criterion."""
     return [task_label(t, i) for i, t in enumerate(tasks) if not isinstance(t, dict) or not has_criteria(t)]
 
@@ -207,7 +207,7 @@ class Interview:
             listing = listing[:LISTING_CHARS].rsplit("\n", 1)[0] + "\n[... more files: use list_files with a pattern]"
         opening = (f"The goal:\n{goal.strip()}\n\nThe repository" + (f" (HEAD {head[:12]})" if head else "") +
                    f" is the root of your file tools. Its files:\n{listing}")
-        messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": opening}]
         refusals: list[ToolError] = []
 
         def ask(step: int) -> ModelReply:
@@ -217,7 +217,7 @@ class Interview:
             self.model_calls += 1
             return reply
 
-        def handle(call: ToolCall, step: int, thought: str | None) -> str | Done:
+        def handle(call: ToolCall, step: int, thought: str | None) -> str | Done[Plan]:
             if call.name == "submit_plan":
                 plan, result = self._submit(call, step + 1, thought)
                 if not isinstance(plan, ToolError):
@@ -244,20 +244,22 @@ class Interview:
     def _submit(self, call: ToolCall, step: int, thought: str | None) -> tuple[Plan | ToolError, str]:
         """The plan, or the refusal (also the tool result the model gets)."""
         try:
-            plan: Plan | ToolError = check_plan(parse_arguments(call))
-            result, ok = f"accepted: {len(plan.tasks)} task(s)", True
+            plan = check_plan(parse_arguments(call))
         except ToolError as exc:
-            plan, result, ok = exc, f"error: {exc}", False
-        if ok and self.review is not None and not self.reviewed:
+            result = f"error: {exc}"
+            self._record(call, step, False, result, thought)
+            return exc, result
+        result = f"accepted: {len(plan.tasks)} task(s)"
+        if self.review is not None and not self.reviewed:
             self.reviewed = True
             warnings = self.review(plan.tasks)
             if warnings:
-                result, ok = ("not yet accepted, the plan has warnings:\n" + "\n".join(warnings) +
-                              "\nCall submit_plan again with these fixed (criteria a reviewer can observe: a command "
-                              "and its output, a file, a value), or with the same plan to keep it as it is."), False
-                self._record(call, step, ok, result, thought)
+                result = ("not yet accepted, the plan has warnings:\n" + "\n".join(warnings) +
+                          "\nCall submit_plan again with these fixed (criteria a reviewer can observe: a command "
+                          "and its output, a file, a value), or with the same plan to keep it as it is.")
+                self._record(call, step, False, result, thought)
                 return Warned(result), result
-        self._record(call, step, ok, result, thought)
+        self._record(call, step, True, result, thought)
         return plan, result
 
     def _ask(self, call: ToolCall, step: int, thought: str | None) -> str:

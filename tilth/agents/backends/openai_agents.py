@@ -55,10 +55,10 @@ class OpenAIWorker:
             choice = forced_tool(self.settings.worker_tool_choice, step)
             return chat.complete(messages, WORKER_TOOLS, job.task.id, job.iteration, choice)
 
-        def handle(call: ToolCall, step: int, thought: str | None) -> str | Done:
+        def handle(call: ToolCall, step: int, thought: str | None) -> str | Done[Case | Question]:
             if call.name not in ("submit_case", "needs_human"):
                 return tools.run(call, job.task.id, job.iteration, thought)
-            model = Case if call.name == "submit_case" else Question
+            model: type[Case] | type[Question] = Case if call.name == "submit_case" else Question
             try:
                 return Done(model.model_validate(parse_arguments(call)))
             except (ToolError, ValidationError) as exc:

@@ -45,10 +45,10 @@ class Launch:
 
     argv: list[str]
     env: dict[str, str]
+    reader: StreamReader
+    """Reads its stdout live (its steps and the usage so far)."""
     writable: list[Path] = field(default_factory=list)
     """The agent's own config/auth directories, bound writable inside the sandbox."""
-    reader: StreamReader | None = None
-    """Reads its stdout live (its steps and the usage so far); None: nothing is read live."""
     plain_output: bool = False
     """Every stdout line goes to `reader` as `{"text": line}` (aider); else only its JSON lines, parsed."""
     finish: Callable[[str, str, int], AgentReport] | None = None
@@ -63,7 +63,7 @@ class Launch:
 
 def binary(name: str, settings: Settings) -> str:
     """The agent's binary, found now; a one-line BadInput naming the setting when it is not."""
-    configured = getattr(settings, f"{name}_bin")
+    configured: str = getattr(settings, f"{name}_bin")
     found = shutil.which(configured)
     if found is None:
         install = {"claude": "npm install -g @anthropic-ai/claude-code", "codex": "npm install -g @openai/codex",
@@ -134,7 +134,7 @@ def _claude(role: str, settings: Settings, env: dict[str, str], sandboxed: bool,
     if role != "worker" and "--tools" not in user:
         argv += ["--tools", "Bash,Read" if sandboxed else "Read"]
     directory = _config_dir(env, "CLAUDE_CONFIG_DIR", ".claude", home)
-    return Launch(argv + user, env, [directory], ClaudeStream(), model=_flag(user, "--model"))
+    return Launch(argv + user, env, ClaudeStream(), [directory], model=_flag(user, "--model"))
 
 
 def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path | None) -> Launch:
@@ -148,7 +148,7 @@ def _codex(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, 
         argv += ["--sandbox", "workspace-write" if role == "worker" else "read-only"]
     user = shlex.split(settings.codex_args)
     directory = _config_dir(env, "CODEX_HOME", ".codex", home)
-    return Launch(argv + user + ["-"], env, [directory], CodexStream(), model=codex_model(settings))
+    return Launch(argv + user + ["-"], env, CodexStream(), [directory], model=codex_model(settings))
 
 
 def codex_model(settings: Settings) -> str | None:
@@ -164,7 +164,7 @@ def _aider(role: str, settings: Settings, env: dict[str, str], prompt_file: Path
     argv = aider_argv(binary("aider", settings), str(prompt_file), user, read_only=role != "worker")
     state = agent_config_dir(home, ".aider", Path.home() / ".aider") if home is not None else Path.home() / ".aider"
     state.mkdir(exist_ok=True)  # its analytics id and caches, written at every start
-    return Launch(argv, env, [state], reader=AiderUsage(), finish=read_aider_output, model=_flag(user, "--model"),
+    return Launch(argv, env, AiderUsage(), [state], finish=read_aider_output, model=_flag(user, "--model"),
                   prompt_argument=True, stdin_is_prompt=False, plain_output=True)
 
 

@@ -91,7 +91,10 @@ class ScriptedWorker:
 
     def work(self, job: WorkerJob) -> Case | Question | None:
         step = self.scenario.step(job.task.id, job.iteration)
-        fill = lambda text: text.replace("{task}", job.task.id)  # noqa: E731
+
+        def fill(text: str) -> str:
+            return text.replace("{task}", job.task.id)
+
         for relative, content in step.write.items():
             target = _inside(job.worktree, fill(relative))
             target.parent.mkdir(parents=True, exist_ok=True)

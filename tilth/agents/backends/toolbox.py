@@ -71,7 +71,7 @@ class Toolbox:
         self.last_exit = (result.exit_code, result.stopped)
         return bash_text(result, limit)
 
-    def run(self, call: ToolCall, task_id: str, iteration: int, thought: str | None = None) -> str:
+    def run(self, call: ToolCall, task_id: str | None, iteration: int, thought: str | None = None) -> str:
         ok, self.last_run_id, self.last_exit = False, None, None
         try:
             handler = self.handlers.get(call.name)

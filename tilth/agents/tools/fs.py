@@ -251,7 +251,8 @@ def _git_files(root: str, git_dir: Path | None) -> list[str] | None:
         if b"not a git repository" in proc.stderr:
             return None
         raise ToolError(f"could not list files with git: {proc.stderr.decode(errors='replace').strip()}")
-    present, deleted = set(), set()
+    present: set[str] = set()
+    deleted: set[str] = set()
     for entry in os.fsdecode(proc.stdout).split("\0"):
         if entry.startswith("? "):
             present.add(entry[2:])

@@ -25,8 +25,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Sequence
 
-from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, MAX_OUTPUT_BYTES, Output, ProcessLimit, collected
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, MAX_OUTPUT_BYTES, Output, ProcessLimit, Sink, collected
 from tilth.agents.hidden_paths import hidden_paths, hint
 from tilth.core.errors import ToolError
 from tilth.core.processes import kill_group
@@ -61,7 +62,7 @@ def model_text(stdout: str, stderr: str) -> str:
 
 
 def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int = 20_000,
-                env: dict[str, str] | None = None, wrapper: list[str] = (), runs: Path | None = None,
+                env: dict[str, str] | None = None, wrapper: Sequence[str] = (), runs: Path | None = None,
                 keep_runs: int = DEFAULT_KEEP, max_processes: int | None = DEFAULT_MAX_PROCESSES) -> CommandResult:
     """Run `bash -c command`, behind `wrapper` (a sandbox argv prefix) if given; `env`, when
     given, replaces the environment (as in subprocess). With `runs`, the run is recorded there."""
@@ -73,19 +74,20 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
     except OSError as e:
         raise ToolError(f"could not start bash in {cwd}: {e.strerror}") from None
     duration_ms = int((time.monotonic() - began) * 1000)
-    stdout, stderr = bytes(stdout), bytes(stderr)
+    out, err = bytes(stdout), bytes(stderr)
     run_id = None
     if runs is not None:
         run_id = record(runs, Finished(command, code, stopped == "timeout", stopped is not None, duration_ms,
-                                       stdout, stderr), keep_runs)
-    text = model_text(stdout.decode("utf-8", errors="replace"), stderr.decode("utf-8", errors="replace"))
+                                       out, err), keep_runs)
+    text = model_text(out.decode("utf-8", errors="replace"), err.decode("utf-8", errors="replace"))
     hidden = hidden_paths(text, code, (env or {}).get("PATH")) if wrapper and code != 0 else []
     if hidden:
         text = _cap(text, max_output - 400) + "\n" + hint(hidden)
     return CommandResult(code, _cap(text, max_output), stopped, run_id, tuple(hidden))
 
 
-def run_bounded(argv: list[str], cwd: Path, env: dict[str, str] | None, stdin, sinks: tuple, timeout: float,
+def run_bounded(argv: list[str], cwd: Path, env: dict[str, str] | None, stdin: int | BinaryIO,
+                sinks: tuple[Sink, Sink], timeout: float,
                 max_processes: int | None) -> tuple[int, str | None]:
     """Run `argv` in a session of its own, its stdout and stderr handed to `sinks` and cut at the
     output cap as they arrive, at most `max_processes` processes at once; when it exits or is stopped
@@ -126,7 +128,7 @@ def bash_text(result: CommandResult, timeout: float) -> str:
 
 
 def run_bash(command: str, cwd: Path, timeout: float = 120, max_output: int = 20_000,
-             env: dict[str, str] | None = None, wrapper: list[str] = ()) -> str:
+             env: dict[str, str] | None = None, wrapper: Sequence[str] = ()) -> str:
     """`run_command` as text for a model (`bash_text`), with no artifact."""
     return bash_text(run_command(command, cwd, timeout, max_output, env, wrapper), timeout)
 
