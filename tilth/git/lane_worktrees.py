@@ -135,7 +135,7 @@ def tree_of(repo: pygit2.Repository, commit: str) -> pygit2.Oid:
 
 def show_tree(repo: pygit2.Repository, tree: pygit2.Oid) -> None:
     """The worktree's index and files become exactly `tree` (HEAD is left where it is)."""
-    repo.checkout_tree(repo[tree], strategy=CheckoutStrategy.FORCE | CheckoutStrategy.REMOVE_UNTRACKED)  # type: ignore[no-untyped-call]
+    repo.checkout_tree(repo[tree], strategy=CheckoutStrategy.FORCE | CheckoutStrategy.REMOVE_UNTRACKED)
     index = repo.index
     index.read_tree(repo[tree])
     index.write()
