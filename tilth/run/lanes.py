@@ -143,8 +143,8 @@ class Scheduler:
         try:
             while self.step(self.clock()):
                 if self.lanes:  # a lane held back has ended its thread already: wait for the others
-                    wait([lane.future for lane in self.lanes.values() if not lane.future.done()], timeout=POLL_S,
-                         return_when=FIRST_COMPLETED)
+                    wait([lane.future for task_id, lane in self.lanes.items() if task_id not in self.waits],
+                         timeout=POLL_S, return_when=FIRST_COMPLETED)
                 else:
                     self.run.stop.sleep(0.5)  # another session's lanes hold every slot
         except BaseException as exc:
