@@ -77,8 +77,8 @@ def check_ceiling(check_slots: int) -> int:
 class Cores:
     """At most `ceiling` checks at once in one run: a lane's checks and verify commands and the merge
     queue's checks each hold one while they run (CPU-bound test suites would otherwise share the cores
-    and each take longer, which costs more than lanes save). Who holds or waits (`asking`, by task) and
-    how long each task waited (`waited`) are the scheduler's to read."""
+    and each take longer, which costs more than lanes save). Who holds or waits (`asking`, by task), how
+    long each task waited (`waited`) and how long it held one (`held_s`) are the scheduler's to read."""
 
     def __init__(self, ceiling: int, clock: Callable[[], float] = time.monotonic):
         self.ceiling = max(ceiling, 1)
@@ -89,6 +89,9 @@ class Cores:
         """The most held at once (a test's witness)."""
         self.asking: dict[str, int] = {}
         self.waited: dict[str, float] = {}
+        self.held_s: dict[str, float] = {}
+        self.contended_s: dict[str, float] = {}
+        """Per task, its checks' time beyond the same checks' time alone (`checked`)."""
 
     @contextmanager
     def held(self, key: str) -> Iterator[None]:
@@ -99,16 +102,25 @@ class Cores:
                 self.free.wait()
             self.holding += 1
             self.most = max(self.most, self.holding)
-            self.waited[key] = self.waited.get(key, 0.0) + self.clock() - asked
+            got = self.clock()
+            self.waited[key] = self.waited.get(key, 0.0) + got - asked
         try:
             yield
         finally:
             with self.free:
+                self.held_s[key] = self.held_s.get(key, 0.0) + self.clock() - got
                 self.holding -= 1
                 self.asking[key] -= 1
                 if not self.asking[key]:
                     del self.asking[key]
                 self.free.notify()
+
+    def checked(self, key: str, seconds: float, alone_s: float | None) -> None:
+        """A task's checks took `seconds` while holding a core; alone (the baseline's, on the base commit)
+        they took `alone_s`: the excess is time lost to the checks beside it, never the task's own."""
+        if alone_s is not None and self.ceiling > 1:
+            with self.free:
+                self.contended_s[key] = self.contended_s.get(key, 0.0) + max(seconds - alone_s, 0.0)
 
     def in_checks(self) -> set[str]:
         """The tasks holding or waiting for a core now."""

@@ -16,7 +16,8 @@ from tilth.store.rollup_fold import Rollup
 from tilth.views.figures import money
 
 ESTIMATED_FROM = ("estimated from each landed task's own time in its lane, without its waits for a core or for the "
-                  "merge queue, the merge queue's checks and the redos")
+                  "merge queue, its checks counted no longer than the same checks alone on the base commit, without "
+                  "the merge queue's checks and the redos")
 
 
 def figures(paths: SessionPaths, rollup: Rollup | None = None) -> dict[str, Any]:
