@@ -6,9 +6,11 @@ The plan: 4 independent tasks. The scripted backend's worker writes one file aft
 (`taskset`), once with `--parallel 1` and once with `--parallel 4`, each on a fresh repository.
 
 Wall time is the session's own, `session_started` to `session_end` (the baseline's check and the final
-review included). Targets: `--parallel 4` at most 0.8x the one-at-a-time wall time, and the report's
-`Parallel:` estimate (the session's wall time against its estimated time one task at a time) within
-15 % of that measured ratio.
+review included). Both modes run side by side in each of `--rounds` rounds, their order alternated (the
+machine may be shared: a ratio is only fair between runs at the same load); the medians count, the
+spread is shown, with where each run's time went. Targets: `--parallel 4` at most 0.8x the one-at-a-time
+wall time, and the report's `Parallel:` estimate (the session's wall time against its estimated time one
+task at a time) within 15 % of that measured ratio.
 
     python -m bench.lanes_cpu [--agent 0.5] [--cpu 1.0] [--rounds 3]
 """

@@ -8,7 +8,6 @@ of its own."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from hashlib import sha1
 from pathlib import Path
@@ -215,10 +214,10 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
     with run.cores.held(task.id):
         if bundle.commands:
             run.checked_trees[task.id] = staged_tree(ws.repo)
-        began = time.monotonic()
+        began = run.cores.clock()
         checks = bundle.run(ws.events, task.id, iteration)
         if bundle.commands:
-            run.cores.checked(task.id, time.monotonic() - began, bundle.baseline.checks_s if bundle.baseline else None)
+            run.cores.checked(task.id, run.cores.clock() - began, bundle.baseline.checks_s if bundle.baseline else None)
         verifies = bundle.verify(task, ws.events, iteration)
     if (refused := verify_rejection(verifies)) is not None:
         return refused, verifies
