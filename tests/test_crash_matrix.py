@@ -107,6 +107,36 @@ def test_kill_9_in_a_parallel_landing_then_resume(sandbox, point):
     assert_files_intact(sandbox, "s1")
 
 
+@pytest.mark.slow
+def test_conflicts_and_redos_survive_a_kill_9_in_the_reports_parallel_line(sandbox):
+    """C2's change conflicts with C1's (both add shared.txt) and runs again on the new head; the run is
+    killed while that redo lands, so the killed run's figures never reach lanes.json: the resumed
+    session's report still counts the conflict and the redo, from the journal."""
+    plan = sandbox.write_json("prd.json", [task("C1"), task("C2")])
+    scenario = sandbox.write_json("scenario.json", {"tasks": {
+        "C1": [{"write": {"shared.txt": "from C1\n"}}],
+        "C2": [{"write": {"shared.txt": "from C2\n"}, "run": ["sleep 1"]}, {"write": {"c2.txt": "from C2\n"}}]}})
+    env = {"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false"}
+    child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                          "scripted", "--scenario", str(scenario), "--foreground", "--parallel", "2",
+                          env={**env, "TILTH_TEST_PAUSE_AT": "merge_shown@C2"})
+    wait_for_pause(child, "merge_shown")
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    kinds = [e["type"] for e in sandbox.events("s1")]
+    assert kinds.count("merge_conflict") == 1 and "parallel_summary" not in kinds, "killed in the redo's landing"
+
+    resumed = sandbox.tilth("resume", "s1", "--foreground", env=env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [c["task"] for c in sandbox.commits("s1")] == ["C1", "C2"]
+    report = (sandbox.session_dir("s1") / "report.md").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("Parallel:"))
+    assert "1 conflicts, 1 redos (" in line, line
+    shown = json.loads(sandbox.tilth("status", "s1", "--json").stdout)["parallel"]
+    assert shown["conflicts"] == 1 and shown["redos"] == 1, shown
+    assert_files_intact(sandbox, "s1")
+
+
 def test_resume_removes_the_temp_files_a_killed_write_left(sandbox):
     """A kill -9 between write_atomic's mkstemp and its rename leaves `.<name>.<random>.tmp`
     (a lane thread may be mid-write when the main thread is killed); the next run removes it."""

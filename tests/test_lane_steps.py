@@ -5,8 +5,9 @@ queue's landings, conflicts, redos, caps and stops are seen step by step without
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,18 @@ from conftest import git, make_repo, task
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
 from tilth.run.create import create_session
+from tilth.run.lane_limits import machine_cores
 from tilth.run.lanes import REDO_LIMIT, Scheduler, to_start
 from tilth.run.session_run import prepare
 from tilth.run.step import Run
 from tilth.run.stopflag import StopFlag
 from tilth.store.events import EventLog
+from tilth.store.ledger import read_entries
 from tilth.store.lock import SessionLock
+from tilth.store.rollup import load_rollup
 from tilth.store.prd import Task, load_current_plan
 from tilth.store.session import BackendChoice
+from tilth.views.parallel_figures import parallel_lines
 
 
 class Held(Executor):
@@ -158,31 +163,64 @@ def test_lanes_land_one_commit_each_and_a_conflict_runs_again_on_the_new_head(se
         (1, 1, 1.0, 2.0, 3.0), "lane time at the steps' `now`: the refused lane's second apart"
 
 
-# Fails only in the session's worktree (the merged tree), never in a lane's: every landing of P is refused.
+# Fails only in the session's worktree (a merged tree), never in a lane's, once P's file is there.
 ONLY_MERGED = 'case "$PWD" in */worktrees/*) test ! -f p.txt ;; esac'
 
 
-def test_a_task_refused_every_time_runs_again_then_alone_then_parks(session):
-    s = session([task("P"), task("Q1"), task("Q2"), task("Q3")],
+def test_checks_run_once_per_tree_and_a_refused_landing_is_no_attempt(session):
+    s = session([task("P"), task("Q1"), task("Q2")],
                 {"default": [{"write": {"{task}.txt": "x\n"}}], "tasks": {"P": [{"write": {"p.txt": "p\n"}}]}},
                 [ONLY_MERGED])
     s.scheduler.step(0.0)
     assert s.lanes() == {"P": 0, "Q1": 0}
     s.pool.run_all()
     s.scheduler.step(1.0)
-    assert s.lanes() == {"P": 1, "Q2": 0}, "refused once: again on the new head, beside another"
+    assert [(e["task"], e["data"]["by"]) for e in s.events("merge_checks_stand")] == [("P", "lane")], \
+        "P lands onto the head it started from: the tree its own checks passed on, not checked again"
+    assert [e["task"] for e in s.events("merge_checks_failed")] == ["Q1"], "Q1's merged tree is new: checked, refused"
+    assert s.lanes() == {"Q1": 1, "Q2": 0}
+    assert [e.iter for e in read_entries(s.paths.ledger_dir, "Q1")] == [1], "a refused landing is no attempt"
     s.pool.run_all()
+    [*_, prompt] = [p for p in map(json.loads, (s.paths.dir / "prompts.jsonl").read_text().splitlines())
+                    if p["task"] == "Q1" and p["role"] == "worker"]
+    assert "clean checkout of the current session head" in prompt["prompt"], "the retry is told what is true"
+    assert "still in the working tree" not in prompt["prompt"] and "these checks failed" in prompt["prompt"]
+    assert prompt["iter"] == 2
     s.scheduler.step(2.0)
-    assert s.lanes() == {"P": 2}, "refused twice: it runs alone"
+    assert [e["task"] for e in s.events("merge_checks_stand")] == ["P", "Q1"]
     s.pool.run_all()
-    s.scheduler.step(3.0)
-    assert s.statuses()["P"] == "parked" and s.lanes() == {"Q3": 0}, "refused a third time: it parks"
-    assert ("P", "parked") in s.commits()
-    assert "could not land" in (s.paths.dir / "answers" / "P.jsonl").read_text()
-    assert [e["data"]["checks"][0] for e in s.events("merge_checks_failed")] == [f"{ONLY_MERGED} (exit 1)"] * 3
+    assert s.scheduler.step(3.0) is False
+    assert s.statuses() == {"P": "done", "Q1": "done", "Q2": "done"}
+    rolled = load_rollup(s.paths.events)
+    assert (rolled.lanes.conflicts, rolled.lanes.redos) == (0, 2), "the redos, from the journal"
+    [line] = parallel_lines(s.paths)  # no `parallel_summary`: the run was killed before its end
+    assert "0 conflicts, 2 redos" in line, line
+
+
+def test_lanes_ready_together_are_checked_once_merged_together(session, tmp_path):
+    ran = tmp_path / "ran.log"
+    s = session([task("A"), task("B"), task("C")], {"default": [{"write": {"{task}.txt": "x\n"}}]},
+                [f"echo run >> {ran}"], parallel_tasks=3)
+    s.scheduler.step(0.0)
+    assert s.lanes() == {"A": 0, "B": 0, "C": 0}
+    ran.write_text("")  # the baseline's run is not counted
+    jobs = dict(zip("ABC", s.pool.held))
+    s.pool.held = [jobs["A"], jobs["B"]]
     s.pool.run_all()
-    assert s.scheduler.step(4.0) is False
-    assert s.statuses() == {"P": "parked", "Q1": "done", "Q2": "done", "Q3": "done"}
+    checking = s.scheduler.run.cores.held("C")
+    checking.__enter__()  # C is in its checks: B waits for it
+    s.scheduler.step(1.0)
+    assert s.commits() == [("A", "")] and set(s.lanes()) == {"B", "C"}, "A lands on its own checks; B is held back"
+    checking.__exit__(None, None, None)
+    s.pool.held = [jobs["C"]]
+    s.pool.run_all()
+    assert s.scheduler.step(2.0) is False
+    assert [c[0] for c in s.commits()] == ["A", "B", "C"]
+    [together] = s.events("merge_checked_together")
+    assert together["data"]["tasks"] == ["B", "C"] and together["data"]["passed"] is True
+    assert [(e["task"], e["data"]["by"]) for e in s.events("merge_checks_stand")] == \
+        [("A", "lane"), ("B", "together"), ("C", "together")]
+    assert ran.read_text().count("run") == 4, "three lanes' checks and one for B and C together"
 
 
 def test_the_lane_ceiling_holds_lanes_back(session):
@@ -224,3 +262,42 @@ def test_a_stop_and_a_crash_requeue_their_lanes_with_their_work_kept(session):
     assert set(again.lanes) == {"A", "B"}
     assert (Path(again.lanes["A"].run.ws.record.worktree) / "a-work.txt").read_text() == "half of A\n"
     assert {e["task"] for e in s.events("partial_restored")} == {"A", "B"}
+
+
+PROBE = """import os, sys, time
+d = sys.argv[1]
+mine = os.path.join(d, str(os.getpid()))
+open(mine, "w").close()
+with open(d + ".log", "a") as log:
+    log.write(f"{len(os.listdir(d))}\\n")
+time.sleep(0.3)
+os.unlink(mine)
+"""
+
+
+def test_checks_hold_a_core_each_and_never_run_more_at_once(session, tmp_path):
+    probe, at = tmp_path / "probe.py", tmp_path / "running"
+    probe.write_text(PROBE)
+    at.mkdir()
+    s = session([task("A"), task("B"), task("C")], {"default": [{"write": {"{task}.txt": "x\n"}}]},
+                [f"python3 {probe} {at}"], parallel_tasks=3, check_slots=1)
+    (tmp_path / "running.log").write_text("")  # the baseline's run is not counted
+    with ThreadPoolExecutor(3) as agents, ThreadPoolExecutor(3) as learning:
+        scheduler = Scheduler(s.run, s.lock, agents, learning)
+        assert scheduler.drive()
+    assert s.statuses() == {"A": "done", "B": "done", "C": "done"}
+    counts = [int(n) for n in (tmp_path / "running.log").read_text().split()]
+    assert len(counts) >= 4 and max(counts) == 1 and scheduler.run.cores.most == 1, counts
+
+
+def test_the_cores_a_process_may_use(tmp_path):
+    root, own = tmp_path / "cgroup", tmp_path / "self-cgroup"
+    (root / "user" / "job").mkdir(parents=True)
+    own.write_text("0::/user/job\n")
+    affinity = len(os.sched_getaffinity(0))
+    assert machine_cores(root, own) == affinity, "no cpu.max: the affinity"
+    (root / "user" / "job" / "cpu.max").write_text("max 100000\n")
+    (root / "user" / "cpu.max").write_text("50000 100000\n")
+    assert machine_cores(root, own) == 1, "a parent's quota of half a core: one"
+    (root / "user" / "cpu.max").write_text("150000 100000\n")
+    assert machine_cores(root, own) == min(affinity, 2), "1.5 cores round up"

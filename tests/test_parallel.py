@@ -221,34 +221,6 @@ def test_the_lane_ceiling_and_the_free_disk_floor_hold_lanes_back(sandbox):
     assert sandbox.commits("m2") == [] and lanes_left(sandbox) == []
 
 
-# Fails only in the session's worktree (the merged tree), never in a lane's: every landing is refused.
-ONLY_MERGED = 'case "$PWD" in */worktrees/*) test ! -f p.txt ;; esac'
-
-
-@pytest.mark.slow
-def test_a_task_refused_every_time_runs_again_then_alone_then_parks(sandbox):
-    sandbox.env.update(ENV)
-    scenario = {"default": [{"write": {"{task}.txt": "x\n"}, "run": ["sleep 0.2"]}],
-                "tasks": {"P": [{"write": {"p.txt": "p\n"}, "run": ["sleep 0.2"]}]}}
-    done = sandbox.start("k1", [task("P"), task("Q1"), task("Q2"), task("Q3")], scenario, "--parallel", "2",
-                         "--check", ONLY_MERGED)
-    assert done.returncode == 5, done.stdout + done.stderr  # waiting for a person
-    assert sandbox.statuses("k1") == {"P": "parked", "Q1": "done", "Q2": "done", "Q3": "done"}
-    events = sandbox.events("k1")
-    redos = [e["data"]["redo"] for e in events if e["type"] == "lane_started" and e["task"] == "P"]
-    assert redos == [0, 1, 2]
-    refused = [e["verdict"]["category"] for e in sandbox.ledger("k1", "P")]
-    assert refused.count("merge_checks_failed") == 3 and refused[-1] == "merge_checks_failed"
-    alone = spans([e for e in events if e["task"] == "P"])["P"]
-    others = spans([e for e in events if e["task"] != "P"])
-    assert not any(overlapped(alone, span) for span in others.values()), "the last try ran alone"
-    question = [c for c in sandbox.commits("k1") if c["task"] == "P"]
-    assert [c["outcome"] for c in question] == ["parked"]
-    answers = (sandbox.session_dir("k1") / "answers" / "P.jsonl").read_text()
-    assert "could not land" in answers
-    assert lanes_left(sandbox) == []
-
-
 def test_parallel_takes_a_number_of_tasks_from_1_to_32(sandbox):
     plan = sandbox.write_json("bad.json", [task("T-1")])
     bad = sandbox.tilth("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--parallel", "0")

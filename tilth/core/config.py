@@ -79,6 +79,9 @@ class Settings(BaseModel):
     max_agent_lanes: int = Field(8, ge=1, le=1000)
     """The ceiling on parallel-task lanes running at once across every session of this `$TILTH_HOME` (each lane
     runs one agent process at a time); a lane past it waits for one to end (docs/parallel.md)."""
+    check_slots: int = Field(0, ge=0, le=1024)
+    """Checks and verify commands that run at once in one session's lanes and merge queue (CPU-bound test suites
+    share the cores); 0: as many as the cores this process may use (its CPU affinity and cgroup `cpu.max`)."""
     lane_min_free_mb: int = Field(200, ge=0)
     """Free disk (MiB) under `$TILTH_HOME` that must remain before a parallel task's worktree is made; below it
     the lane waits for a running one to end, and with none running the session stops."""

@@ -52,7 +52,8 @@ recorded with a session: notification URLs carry tokens; the broker and remote a
 MACHINE_FIELDS = ("sandbox", "agent_network", "agent_host_ports", "base_url", "evaluator_base_url", "preflight", "worker_backend",
                   "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
                   "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns",
-                  "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb")
+                  "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb",
+                  "check_slots")
 """Recorded with a session, but a dispatched session's worker puts its own in force: what confines
 the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
 never the word of whoever wrote the session's files (`machine_view`)."""

@@ -116,6 +116,19 @@ def pick_onto(repo: pygit2.Repository, commit: str, onto: str) -> tuple[pygit2.O
     return merged.write_tree(repo), []
 
 
+def pick_onto_tree(repo: pygit2.Repository, commit: str, onto: pygit2.Oid) -> pygit2.Oid | None:
+    """`pick_onto` onto a tree: `commit`'s change applied to the tree `onto`; None when it conflicts."""
+    picked = repo[commit].peel(pygit2.Commit)
+    base = picked.parents[0].tree if picked.parents else repo[onto].peel(pygit2.Tree)
+    merged = repo.merge_trees(base, repo[onto].peel(pygit2.Tree), picked.tree)
+    return None if merged.conflicts is not None else merged.write_tree(repo)
+
+
+def staged_tree(repo: pygit2.Repository) -> str:
+    """The tree the worktree's index holds (what an attempt staged, and its commit will hold)."""
+    return str(repo.index.write_tree())
+
+
 def tree_of(repo: pygit2.Repository, commit: str) -> pygit2.Oid:
     return repo[commit].peel(pygit2.Commit).tree_id
 

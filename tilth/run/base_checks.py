@@ -6,6 +6,8 @@ has none, and every failing check blocks as before."""
 
 from __future__ import annotations
 
+import time
+
 import pygit2
 
 from tilth.agents.check_bundle import CheckBundle
@@ -39,9 +41,11 @@ def ensure_baseline(paths: SessionPaths, record: SessionRecord, repo: pygit2.Rep
     if any(flags != pygit2.enums.FileStatus.IGNORED for flags in repo.status().values()):
         events.emit("baseline_skipped", reason="the worktree has uncommitted changes")
         return None
+    began = time.monotonic()
     ran = checks.run(events, None, 0)
+    checks_s = round(time.monotonic() - began, 3)
     verifies = {t.id: ran_here for t in plan if (ran_here := checks.verify(t, events, None, emit=False))}
-    baseline = Baseline(commit=record.base_commit, verifies=verifies,
+    baseline = Baseline(commit=record.base_commit, verifies=verifies, checks_s=checks_s,
                         checks=[BaselineCheck(command=c.command, exit_code=c.exit_code, failing_ids=c.failing_ids,
                                                   run_id=c.run_id) for c in ran])
     save_baseline(paths.dir, baseline)

@@ -28,7 +28,7 @@ from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.kb import KnowledgeBase
 from tilth.store.inbox import taken_for
-from tilth.store.ledger import Case, LedgerEntry, VerifyResult
+from tilth.store.ledger import Case, LedgerEntry, VerifyResult, refused_landing
 from tilth.store.prd import Task
 from tilth.store.progress import read_progress
 from tilth.store.prompts import append_prompt
@@ -262,10 +262,22 @@ def assemble(src: Sources, role: str, task: Task, iteration: int | None,
     return prompt
 
 
+def retry_text(src: Sources, task: Task, history: list[LedgerEntry]) -> str:
+    """What the worktree holds for a retry, as it is: a lane made again on the new head after a refused
+    landing, or after interrupted work that could not be applied, holds none of the earlier edits."""
+    if (refusal := refused_landing(src.paths.ledger_dir, task.id)) is not None:
+        return ("Your accepted change did not land on the session branch, so this worktree is a clean checkout of the "
+                "current session head (the other tasks' work included); none of your earlier edits are in it. "
+                f"{refusal.verdict.concern} {refusal.verdict.next_step}")
+    if history and history[-1].verdict.category == "partial_conflict":
+        return "None of your earlier edits are in the working tree: it holds the current session head."
+    return ("Your earlier edits for this task are still in the working tree; continue from them and address "
+            "the reviewer's concerns.") if history else ""
+
+
 def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, history: list[LedgerEntry]) -> str:
     s = src.settings
-    retry = ("Your earlier edits for this task are still in the working tree; continue from them and address "
-             "the reviewer's concerns.") if history else ""
+    retry = retry_text(src, task, history)
     return assemble(src, "worker", task, iteration, [
         ("conventions", conventions_text(src.repo, s.context_files), s.conventions_chars),
         *([("seed", seed_block(seed), s.seed_chars)] if (seed := session_seed(src)) else []),
@@ -276,7 +288,7 @@ def worker_prompt(src: Sources, task: Task, plan: list[Task], iteration: int, hi
         *([("answers", given, s.answers_chars)] if (given := answers_given(src, task)) else []),
         ("task", task_block(task), TASK_CHARS),
         ("verdicts", prior_verdicts(history), s.ledger_chars),
-        ("retry", retry, 400),
+        ("retry", retry, 2000),
     ])
 
 

@@ -11,6 +11,13 @@ a lane while the others go on); a test calls it inline with an executor of its o
 agents: a lane's attempts (`Lane.work`) and the self-improvement step of a landed task; the rest of
 what follows a task's end (`loop.after_task`) runs here, after its landing.
 
+Checks are costly where test suites are CPU-bound, so lanes never run more of them at once than the
+run's `Cores` allow (`check_slots`, else the machine's cores), and the merge queue runs them only on a
+tree they have not passed on: a lane that lands onto the head it started from keeps its own checks'
+result; when several lanes' changes need the checks again, they are checked once merged together
+(`merge_queue.check_together`), and a lane ready while other lanes are in their checks waits for them
+(`held_back`: until each has landed its thread or gone back to work) to be checked with them.
+
 A task is ready when it is pending and every task in its `depends_on` is done (its commit on the
 session branch); two tasks whose `files` globs overlap never run at once. A task whose change
 could not land (a conflict, or checks that fail only on the merged tree) runs again on the new
@@ -29,16 +36,16 @@ import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Callable
 
 from tilth.core.errors import DiskFull, StopRequested
 from tilth.git.lane_worktrees import remove_lanes_root, reset_to
 from tilth.run import lane_partials, stacking
-from tilth.run.lane_limits import Slots, overlaps
+from tilth.run.lane_limits import Cores, Slots, check_ceiling, overlaps
 from tilth.run.lane_work import Lane, remove_home, start_lane
 from tilth.run.loop import after_task, learn
-from tilth.run.merge_queue import Landing, land, note_refusal, park
+from tilth.run.merge_queue import Landing, LaneResult, check_together, land, note_refusal, park
 from tilth.run.parking import take_answers
 from tilth.run.pausing import Paused
 from tilth.run.step import Run, on_this_thread
@@ -52,9 +59,11 @@ document(
         "lane_waiting": ("a ready task could not start a lane; data: why (disk: less than lane_min_free_mb free; "
                         "ceiling: max_agent_lanes lanes run in this TILTH_HOME)", "why free_mb"),
         "parallel_summary": ("the lanes of a run ended; data: lanes, wall_s (first lane start to last landing), "
-                            "task_s (the sum of each task's time in its lane), conflicts, redos, redo_s (lane time of "
+                            "task_s (the sum of each task's time in its lane), alone_s (the landed tasks' own time: "
+                            "their lanes' work and landings without waits for a core, for the merge queue and its "
+                            "checks, an estimate of their time one at a time), conflicts, redos, redo_s (lane time of "
                             "the attempts that did not land), redo_usd (what their model calls cost)",
-                             "lanes wall_s task_s conflicts redos redo_s redo_usd"),
+                             "lanes wall_s task_s alone_s conflicts redos redo_s redo_usd"),
     }
 )
 
@@ -70,6 +79,7 @@ class Tally:
     began: float | None = None
     ended: float = 0.0
     task_s: float = 0.0
+    alone_s: float = 0.0
     conflicts: int = 0
     redos: int = 0
     redo_s: float = 0.0
@@ -110,9 +120,10 @@ class Scheduler:
 
     def __init__(self, run: Run, lock: HeldLock, agents: Executor, learning: Executor,
                  clock: Callable[[], float] = time.monotonic):
-        self.run, self.lock, self.agents, self.learning = run, lock, agents, learning
         self.clock = clock
         """The steps' time, read again after each landing: a landing's checks count in its lane's time."""
+        self.run = replace(run, cores=Cores(check_ceiling(run.settings.check_slots), clock))
+        self.lock, self.agents, self.learning = lock, agents, learning
         self.width = run.settings.parallel_tasks
         self.lanes: dict[str, Lane] = {}
         self.redos: dict[str, int] = {}
@@ -124,13 +135,16 @@ class Scheduler:
         self.slots = Slots(run.ws.paths.home, run.settings.max_agent_lanes)
         self.tally = Tally()
         self.learned: list[Future[None]] = []
+        self.waits: dict[str, dict[str, int]] = {}
+        """A lane held back (task) -> the lanes in their checks it waits for, each with its rejections then."""
         lane_partials.sweep(run.ws)
 
     def drive(self) -> bool:
         try:
             while self.step(self.clock()):
-                if self.lanes:
-                    wait([lane.future for lane in self.lanes.values()], timeout=POLL_S, return_when=FIRST_COMPLETED)
+                if self.lanes:  # a lane held back has ended its thread already: wait for the others
+                    wait([lane.future for task_id, lane in self.lanes.items() if task_id not in self.waits],
+                         timeout=POLL_S, return_when=FIRST_COMPLETED)
                 else:
                     self.run.stop.sleep(0.5)  # another session's lanes hold every slot
         except BaseException as exc:
@@ -149,11 +163,51 @@ class Scheduler:
         """One pass at `now` (`time.monotonic()`): each lane whose thread ended lands, runs again or is
         requeued, then lanes start for the ready tasks (none once the run halts). True while a lane
         runs or a ready task waits for a slot another session holds."""
-        for lane in [lane for lane in self.lanes.values() if lane.future.done()]:
+        ended = [lane for lane in self.lanes.values() if lane.future.done()]
+        while clean := next((lane for lane in ended if not self.needs_checks(lane)), None):
             self.lock.beat()
-            self.finish(lane, now)
+            ended.remove(clean)
+            self.finish(clean, now)
+        ended = [lane for lane in ended if not self.held_back(lane)]
+        together = check_together(self.run, [(lane.number, lane.task, lane.future.result()) for lane in ended]) \
+            if len(ended) > 1 else ()
+        for lane in ended:
+            self.lock.beat()
+            self.finish(lane, now, together if lane.task.id in together else ())
         waiting = self.fill(now) if self.halt is None and not self.failed_stop else False
         return bool(self.lanes) or waiting
+
+    def accepted(self, lane: Lane) -> LaneResult | None:
+        """The lane's result when its task was accepted (its thread ended)."""
+        if lane.future.exception() is not None:
+            return None
+        result = lane.future.result()
+        return result if result.outcome == "done" else None
+
+    def needs_checks(self, lane: Lane) -> bool:
+        """The lane's accepted change lands on another tree than its checks ran on: the head moved since its start."""
+        result = self.accepted(lane)
+        return result is not None and bool(self.run.checks.commands) and \
+            stacking.floor_of(self.run.ws) != result.started_from
+
+    def held_back(self, lane: Lane) -> bool:
+        """A lane whose landing needs the checks again waits for the lanes that were in their checks when it
+        ended (each until its thread ends or a verdict sends it back to work), to be checked together."""
+        if self.halt is not None or not self.needs_checks(lane):
+            self.waits.pop(lane.task.id, None)
+            return False
+        if lane.task.id not in self.waits:
+            checking = self.run.cores.in_checks() - {lane.task.id}
+            self.waits[lane.task.id] = {t: other.log.rejected for t, other in self.lanes.items() if t in checking}
+        waits = self.waits[lane.task.id]
+        for task_id, rejected in list(waits.items()):
+            other = self.lanes.get(task_id)
+            if other is None or other.future.done() or other.log.rejected > rejected:
+                del waits[task_id]
+        if waits:
+            return True
+        del self.waits[lane.task.id]
+        return False
 
     def stop_lanes(self, exc: BaseException, now: float) -> None:
         """The run stops (`exc`): every lane requeued once its thread ends, its work kept."""
@@ -212,15 +266,16 @@ class Scheduler:
         with ws.events.run_lock:  # `RunLock` 3: a retry's placeholder leaves the branch; nothing pushes it half moved
             stacking.take_off(ws, task.id)
         start, redo = stacking.floor_of(ws), self.redos.get(task.id, 0)  # never another task's partial work
-        lane = start_lane(self.run, task, number, start, redo, now, slot)
+        lane = start_lane(self.run, task, number, start, redo, now, slot, self.clock)
         self.tally.began = self.tally.began if self.tally.began is not None else now
         lane.future = self.agents.submit(lane.work)
         self.lanes[task.id] = lane
         self.show()
 
-    def finish(self, lane: Lane, now: float) -> None:
+    def finish(self, lane: Lane, now: float, together: tuple[str, ...] = ()) -> None:
         """A lane's thread ended: land its outcome (then what follows a task's end), or send its task
-        back (`refused`), or requeue it; then remove the lane."""
+        back (`refused`), or requeue it; then remove the lane. `together`: the tasks whose changes, this
+        one's among them, passed the checks merged together."""
         run, task = self.run, lane.task
         try:
             result = lane.future.result()
@@ -233,8 +288,9 @@ class Scheduler:
             run.stop.set(f"a lane failed: {type(exc).__name__}")
             self.end(lane, "stopped", now - lane.began, why=f"crashed: {type(exc).__name__}")
             return
+        landing_began = self.clock()
         with run.ws.events.run_lock:  # `RunLock` 3: nothing (a dispatched session's push at an event) sees a landing half done
-            landing = land(run, lane.number, task, result)
+            landing = land(run, lane.number, task, result, together)
         lane_partials.forget(run.ws, task.id)  # landed, or refused: its redo starts clean on the new head
         landed = self.clock()
         seconds = landed - lane.began
@@ -243,6 +299,7 @@ class Scheduler:
             self.refused(lane, landing, seconds)
             return
         self.tally.task_s += seconds
+        self.tally.alone_s += lane.own_seconds(max(landed - landing_began - landing.checks_s, 0.0))
         self.end(lane, result.outcome, seconds)
         if result.outcome != "parked" and run.settings.self_improvement:
             self.learned.append(self.learning.submit(learn_apart, run, task, result.outcome, result.entry.iter))
@@ -285,6 +342,7 @@ class Scheduler:
         if t.began is None:
             return
         figures = {"lanes": self.width, "wall_s": round(max(t.ended - t.began, 0.0), 3), "task_s": round(t.task_s, 3),
+                   "alone_s": round(t.alone_s, 3),
                    "conflicts": t.conflicts, "redos": t.redos, "redo_s": round(t.redo_s, 3),
                    "redo_usd": round(t.redo_usd, 6)}
         ws.events.emit("parallel_summary", None, None, **figures)

@@ -22,10 +22,12 @@ from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, UsageLimi
 from tilth.agents.verify import verify_rejection
 from tilth.core.config import Settings
 from tilth.git.gitops import describe_diff, open_worktree, staged_diff
+from tilth.git.lane_worktrees import staged_tree
 from tilth.git.worktree_git import session_git_dir
 from tilth.run import lane_partials, stacking
 from tilth.run.context import Sources, evaluator_prompt, worker_prompt
 from tilth.run.keeping import refused
+from tilth.run.lane_limits import Cores
 from tilth.run.outcomes import Outcome, Workspace, stage
 from tilth.run.parking import no_second_park
 from tilth.run.pausing import wait_out
@@ -82,6 +84,10 @@ class Run:
     """Set when the run ends paused by a usage limit (the supervisor resumes it then)."""
     diff_shas: dict[str, dict[int, str]] = field(default_factory=dict)
     """Per task, each attempt's diff (sha1) in this run, for the stall breaker."""
+    cores: Cores = field(default_factory=lambda: Cores(1))
+    """The checks that may run at once (`run/lane_limits.py`): one in turn; the lane scheduler sets the run's."""
+    checked_trees: dict[str, str] = field(default_factory=dict)
+    """Per task, the tree its last checks ran on (the merge queue runs them again only on another tree)."""
 
 
 def on_this_thread(run: Run) -> Run:
@@ -210,8 +216,14 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
     as the ledger keeps them."""
     ws, bundle = run.ws, run.checks
     worktree = Path(ws.record.worktree)
-    checks = bundle.run(ws.events, task.id, iteration)
-    verifies = bundle.verify(task, ws.events, iteration)
+    with run.cores.held(task.id):
+        if bundle.commands:
+            run.checked_trees[task.id] = staged_tree(ws.repo)
+        began = run.cores.clock()
+        checks = bundle.run(ws.events, task.id, iteration)
+        if bundle.commands:
+            run.cores.checked(task.id, run.cores.clock() - began, bundle.baseline.checks_s if bundle.baseline else None)
+        verifies = bundle.verify(task, ws.events, iteration)
     excused = bundle.excused(checks)
     kept = [CheckRun(command=c.command, exit_code=c.exit_code, excused=c.command in excused) for c in checks]
     if (refused := verify_rejection(verifies)) is not None:

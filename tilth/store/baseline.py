@@ -38,6 +38,9 @@ class Baseline(BaseModel):
     checks: list[BaselineCheck] = Field(default_factory=list)
     verifies: dict[str, list[VerifyResult]] = Field(default_factory=dict)
     """Task id -> its criteria's verify commands on the base commit."""
+    checks_s: float | None = None
+    """The checks' wall time on the base commit, run alone (nothing else of the session ran then): what
+    parallel tasks' checks are held against for the time they lost to each other (`run/lane_limits.Cores`)."""
 
     def check(self, command: str) -> BaselineCheck | None:
         return next((c for c in self.checks if c.command == command), None)

@@ -1,7 +1,10 @@
-"""ledger/<task_id>.jsonl: one entry per evaluator call, the evaluator's memory of a task; and a
+"""ledger/<task_id>.jsonl: one entry per evaluator call, the evaluator's memory of a task; a
 `left_out` line (`LeftOut`) where a placeholder or a lane's kept work left out changes the task may
-not keep. Each reader takes its own kind of line: `read_entries` never counts a `left_out` one as an
-attempt, and a tilth older than it skips it (it is no valid `LedgerEntry`)."""
+not keep; and a `landing_refused` line where a parallel task's accepted change could not land (a
+conflict, or checks failing on the merged tree: a `LedgerEntry` whose `iter` is the accepted attempt's,
+marked with `kind`). Each reader takes its own kind of line: `read_entries` never counts a `left_out`
+or a `landing_refused` one as an attempt (a tilth older than it skips the first, which is no valid
+`LedgerEntry`, and counts the second); `refused_landing` reads the refusal the next attempt follows."""
 
 from __future__ import annotations
 
@@ -211,10 +214,33 @@ def append_entry(ledger_dir: Path, task_id: str, entry: LedgerEntry) -> None:
     append_jsonl(ledger_path(ledger_dir, task_id), entry.model_dump(mode="json"))
 
 
+REFUSED: Literal["landing_refused"] = "landing_refused"
+
+
+def append_refusal(ledger_dir: Path, task_id: str, entry: LedgerEntry) -> None:
+    """A lane's accepted change that did not land: the next attempt's context, never an attempt."""
+    append_jsonl(ledger_path(ledger_dir, task_id), {"kind": REFUSED, **entry.model_dump(mode="json")})
+
+
+def refused_landing(ledger_dir: Path, task_id: str) -> LedgerEntry | None:
+    """The task's refused landing when nothing but `left_out` lines came after it (its next attempt
+    starts from a clean worktree on the new head), else None."""
+    last = None
+    for row in read_jsonl(ledger_path(ledger_dir, task_id)):
+        if row.get("kind") != LEFT_OUT:
+            last = row
+    if last is None or last.get("kind") != REFUSED:
+        return None
+    try:
+        return LedgerEntry.model_validate(last)
+    except ValidationError:
+        return None
+
+
 def read_entries(ledger_dir: Path, task_id: str) -> list[LedgerEntry]:
     entries = []
     for row in read_jsonl(ledger_path(ledger_dir, task_id)):
-        if row.get("kind") == LEFT_OUT:
+        if row.get("kind") in (LEFT_OUT, REFUSED):
             continue
         try:
             entries.append(LedgerEntry.model_validate(row))

@@ -33,7 +33,7 @@ except ImportError:  # another interpreter
 from tilth.store.calls import Totals
 from tilth.store.events import EventLog, is_event
 from tilth.store.jsonio import parse_object, write_atomic
-from tilth.store.rollup_fold import VERSION, Clock, Rollup, TaskRoll, Waiting, fold
+from tilth.store.rollup_fold import VERSION, Clock, Lanes, Rollup, TaskRoll, Waiting, fold
 from tilth.store.strict import dict_of, number_or_none, strict_record
 
 FILE_NAME = "summary.json"
@@ -51,7 +51,7 @@ _task_roll = strict_record(TaskRoll)
 _read_rollup = strict_record(Rollup, {
     "tasks": dict_of(_task_roll), "totals": strict_record(Totals), "clock": strict_record(Clock),
     "caps": dict_of(number_or_none), "caps_reached": dict_of(dict_of(lambda v: v)),
-    "waiting": dict_of(strict_record(Waiting)),
+    "waiting": dict_of(strict_record(Waiting)), "lanes": strict_record(Lanes),
 })
 
 

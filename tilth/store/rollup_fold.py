@@ -16,7 +16,7 @@ from typing import Any
 
 from tilth.store.calls import Counted, Totals, is_dollars
 
-VERSION = 5
+VERSION = 6
 CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped", "acted",
                "session_unpaused", "doctor_repaired", "doctor_crashed"}
@@ -89,6 +89,17 @@ class Clock:
 
 
 @dataclass
+class Lanes:
+    """Parallel tasks as the journal tells them, every run's (a killed one's too): lanes started, landings
+    refused by a conflict (`merge_conflict`) and the redos they and failed merged checks caused (`verdict`
+    events with `redo`)."""
+
+    started: int = 0
+    conflicts: int = 0
+    redos: int = 0
+
+
+@dataclass
 class Rollup:
     version: int = VERSION
     log_offset: int = 0
@@ -112,6 +123,7 @@ class Rollup:
     auto_resume_attempts: int | None = None
     """The most auto-resumes in a row the supervisor allows, as the latest `session_crashed` or
     `session_auto_resumed` said (`tilth status`: `auto-resume 2/3`); None before any said it."""
+    lanes: Lanes = field(default_factory=lambda: Lanes())
 
 
 def _ts(ts: str | None) -> datetime:
@@ -218,6 +230,12 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
     if (kind == "session_stopped" or (kind == "acted" and data.get("action") == "stop")) \
             and isinstance(data.get("by"), str) and data["by"]:
         r.stopped_by = data["by"]
+    if kind == "lane_started":
+        r.lanes.started += 1
+    elif kind == "merge_conflict":
+        r.lanes.conflicts += 1
+    elif kind == "verdict" and type(data.get("redo")) is int and data["redo"] > 0:
+        r.lanes.redos += 1
     track_waiting(r.waiting, kind, ts, task, it, data)
     if kind in ("session_crashed", "session_auto_resumed") and type(data.get("attempts")) is int:
         r.auto_resume_attempts = data["attempts"]

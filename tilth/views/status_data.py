@@ -110,7 +110,7 @@ def session_summary(paths: SessionPaths, with_commits: bool = False) -> dict[str
     holder = read_holder(paths.lock) if state in (SessionState.running, SessionState.paused) else None
     rollup = load_rollup(paths.events)
     live = state == SessionState.running
-    lanes = figures(paths)
+    lanes = figures(paths, rollup)
     for line in tasks:
         line.update(receipt(rollup, line["id"], utc_now() if live else None))
         line["outcome"] = task_outcome(line.get("blocked") or line["status"], state)  # as `tilth status` says it
