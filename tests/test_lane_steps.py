@@ -301,3 +301,27 @@ def test_the_cores_a_process_may_use(tmp_path):
     assert machine_cores(root, own) == 1, "a parent's quota of half a core: one"
     (root / "user" / "cpu.max").write_text("150000 100000\n")
     assert machine_cores(root, own) == min(affinity, 2), "1.5 cores round up"
+
+
+def test_a_commit_lands_only_on_the_tip_it_expects(tmp_path):
+    """docs/parallel.md: a landing commits with the head it merged onto as parent, a compare-and-swap: a branch
+    that moved meanwhile refuses the commit and keeps its tip."""
+    from tilth.git.gitops import commit_staged
+
+    repo_path = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    base = git(repo_path, "rev-parse", "HEAD").strip()
+    git(repo_path, "branch", "work")
+    (repo_path / "b.txt").write_text("b\n")
+    git(repo_path, "add", "b.txt")
+    git(repo_path, "commit", "-qm", "moved meanwhile")
+    moved = git(repo_path, "rev-parse", "HEAD").strip()
+    git(repo_path, "branch", "-f", "work", moved)
+    repo = pygit2.Repository(str(repo_path))
+    (repo_path / "c.txt").write_text("c\n")
+    repo.index.add("c.txt")
+    repo.index.write()
+    with pytest.raises(pygit2.GitError):
+        commit_staged(repo, "work", "lands on base", base)
+    assert git(repo_path, "rev-parse", "work").strip() == moved, "the moved branch keeps its tip"
+    landed = commit_staged(repo, "work", "lands on the tip", moved)
+    assert git(repo_path, "rev-parse", "work").strip() == landed
