@@ -59,6 +59,8 @@ class Launch:
     """The prompt goes in a file named on the command line (bound read-only in the sandbox)."""
     stdin_is_prompt: bool = True
     """The prompt also arrives on stdin; else stdin is /dev/null (aider would read it as a chat)."""
+    readable: list[Path] = field(default_factory=list)
+    """Directories outside the sandbox's view it reads (Copilot's unpacked package), bound read-only."""
 
 
 def binary(name: str, settings: Settings) -> str:
@@ -67,7 +69,8 @@ def binary(name: str, settings: Settings) -> str:
     found = shutil.which(configured)
     if found is None:
         install = {"claude": "npm install -g @anthropic-ai/claude-code", "codex": "npm install -g @openai/codex",
-                   "aider": "pip install aider-chat"}[name]
+                   "aider": "pip install aider-chat", "copilot": "npm install -g @github/copilot",
+                   "gemini": "npm install -g @google/gemini-cli"}[name]
         raise BadInput(f"the {name} agent binary {configured!r} is not found (not on PATH, or not executable): "
                        f"install it ({install}) or set TILTH_{name.upper()}_BIN to its path")
     return found
@@ -88,6 +91,14 @@ def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinem
         return _codex(role, settings, env, sandboxed, home)
     if name == "aider":
         return _aider(role, settings, env, prompt_file, home)
+    if name == "copilot":
+        from tilth.agents.backends.copilot_cli import copilot_launch
+
+        return copilot_launch(role, settings, env, sandboxed, home)
+    if name == "gemini":
+        from tilth.agents.backends.gemini_cli import gemini_launch
+
+        return gemini_launch(role, settings, env, sandboxed, home)
     return _command(role, settings, env, prompt_file)
 
 
