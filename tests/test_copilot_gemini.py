@@ -132,8 +132,7 @@ def test_a_copilot_evaluator_cannot_change_the_worktree(sandbox, fake, model_env
                                         description="tamper")]),
                  reply(tool_calls=[call("create", path=str(tree / "evil2.txt"), file_text="x\n")]),
                  reply(fenced(ACCEPTED)))
-    env = {**model_env, **copilot_env(sandbox, fake, "evaluator")}
-    result = start(sandbox, "cpe", env)
+    result = start(sandbox, "cpe", {**model_env, **copilot_env(sandbox, fake, "evaluator"), "TILTH_FINAL_REVIEW": "false"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert sandbox.ledger("cpe", "T-1")[0]["verdict"]["verdict"] == "accept"
     assert git(sandbox.repo, "show", "session/cpe:a.txt") == "a\n", "the evaluator's write was refused"
@@ -211,7 +210,7 @@ def test_a_gemini_evaluator_cannot_change_the_worktree(sandbox, fake, model_env,
                    fg.reply(fg.function_call("run_shell_command", command="echo tampered > a.txt; echo x > evil.txt")),
                    fg.reply(fg.function_call("write_file", file_path=str(tree / "evil2.txt"), content="x\n")),
                    fg.reply(fg.text(fenced(ACCEPTED))))
-    result = start(sandbox, "gme", {**model_env, **gemini_env(sandbox, gemini, "evaluator")})
+    result = start(sandbox, "gme", {**model_env, **gemini_env(sandbox, gemini, "evaluator"), "TILTH_FINAL_REVIEW": "false"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert sandbox.ledger("gme", "T-1")[0]["verdict"]["verdict"] == "accept"
     assert git(sandbox.repo, "show", "session/gme:a.txt") == "a\n", "the evaluator's write was refused"

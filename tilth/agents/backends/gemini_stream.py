@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ class GeminiStream:
                                                     for key in ("input", "output", "cached", "thoughts")}
 
 
-def _reset_of(message: str) -> Any:
+def _reset_of(message: str) -> datetime | None:
     found = _RETRY_AFTER.search(message)
     if found is None:
         return None
