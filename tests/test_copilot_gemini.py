@@ -6,13 +6,12 @@ CLI fails the run. Each run is bounded by TILTH_AGENT_TIMEOUT_S: both CLIs retry
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import fake_gemini as fg
 import pytest
 from cli_agents import agent_bin
-from conftest import git, task
+from conftest import git
 from fake_gemini import FakeGemini
 from fake_openai import ACCEPT, call, fault, reply
 from test_cli_agents import ACCEPTED, CASE, fenced, of_type, require_bwrap, session_bytes, start
@@ -246,4 +245,3 @@ def test_a_copilot_or_gemini_cli_that_is_not_installed_is_refused_at_start(sandb
         assert result.returncode == 2 and f"the {name} agent binary '/nonexistent/{name}' is not found" in \
             result.stderr, result.stderr
         assert not sandbox.session_dir(f"no{name}").exists()
-    assert os.environ.get("HOME")

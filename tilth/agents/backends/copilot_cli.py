@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tilth.agents.backends.presets import Launch, _config_dir, _flag, binary
+from tilth.agents.backends.launch_spec import Launch, flag
 from tilth.core.config import Settings
 
 QUIET = {"COPILOT_AUTO_UPDATE": "false"}
@@ -32,12 +32,12 @@ def copilot_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tilth" / "copilot"
 
 
-def copilot_launch(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path | None) -> Launch:
+def copilot_launch(command: str, role: str, settings: Settings, env: dict[str, str], sandboxed: bool,
+                   directory: Path) -> Launch:
+    """`directory`: its config home (`COPILOT_HOME`), the session's copy of the user's."""
     from tilth.agents.backends.copilot_stream import CopilotStream
 
-    command = binary("copilot", settings)
     user = shlex.split(settings.copilot_args)
-    directory = _config_dir(env, "COPILOT_HOME", ".copilot", home)
     runs = directory / "tilth-run"  # this run's usage files; one run at a time uses a private home
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir()
@@ -65,7 +65,7 @@ def copilot_launch(role: str, settings: Settings, env: dict[str, str], sandboxed
 
 def copilot_model(settings: Settings) -> str | None:
     """The model it is told to use (`--model`, else COPILOT_MODEL): it reports no cost, so it is priced by name."""
-    return _flag(shlex.split(settings.copilot_args), "--model") or os.environ.get("COPILOT_MODEL")
+    return flag(shlex.split(settings.copilot_args), "--model") or os.environ.get("COPILOT_MODEL")
 
 
 def unpack(command: str, cache: Path, env: dict[str, str]) -> None:

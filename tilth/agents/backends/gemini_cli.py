@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from tilth.agents.backends.presets import Launch, _flag, binary
+from tilth.agents.backends.launch_spec import Launch, flag
 from tilth.agents.confinement import agent_config_dir
 from tilth.core.config import Settings
 from tilth.store.jsonio import write_atomic
@@ -28,7 +28,9 @@ APPROVAL_FLAGS = ("--approval-mode", "-y", "--yolo")
 SYSTEM_SETTINGS = "tilth-system-settings.json"
 
 
-def gemini_launch(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path | None) -> Launch:
+def gemini_launch(command: str, role: str, settings: Settings, env: dict[str, str], sandboxed: bool,
+                  home: Path | None) -> Launch:
+    """`home`: the session's private home, which becomes its GEMINI_CLI_HOME."""
     from tilth.agents.backends.gemini_stream import GeminiStream
 
     user = shlex.split(settings.gemini_args)
@@ -41,7 +43,7 @@ def gemini_launch(role: str, settings: Settings, env: dict[str, str], sandboxed:
         system["security"] = {"auth": {"selectedType": "gemini-api-key"}}
     write_atomic(directory / SYSTEM_SETTINGS, json.dumps(system).encode())
     env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] = str(directory / SYSTEM_SETTINGS)
-    argv = [binary("gemini", settings), "-o", "stream-json", "--skip-trust"]
+    argv = [command, "-o", "stream-json", "--skip-trust"]
     if not any(flag.split("=")[0] in APPROVAL_FLAGS for flag in user):
         # unconfined, an evaluator plans only (Gemini's read-only mode); in the sandbox the worktree is read-only
         argv += ["--approval-mode", "yolo" if role == "worker" or sandboxed else "plan"]
@@ -52,7 +54,7 @@ def gemini_launch(role: str, settings: Settings, env: dict[str, str], sandboxed:
 def gemini_model(settings: Settings) -> str | None:
     """The model it is told to use (`-m`, else GEMINI_MODEL): it reports no cost, so it is priced by name."""
     user = shlex.split(settings.gemini_args)
-    return _flag(user, "-m") or _flag(user, "--model") or os.environ.get("GEMINI_MODEL")
+    return flag(user, "-m") or flag(user, "--model") or os.environ.get("GEMINI_MODEL")
 
 
 def _chosen_auth(path: Path) -> bool:
