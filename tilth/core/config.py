@@ -195,6 +195,14 @@ class Settings(BaseModel):
     diff in its own fresh context and `evaluator_policy` decides; replaces evaluator_backend when set."""
     evaluator_policy: Literal["all", "majority"] = "all"
     """How a panel decides: `all` accept, or a strict `majority` of accepts."""
+    worker_fallback: AgentBackend | None = None
+    """A backend (with its own `<name>_args`) that takes over the worker's turns when the worker backend reports a
+    usage limit that lifts more than fallback_after_s from now (a limit that says no time: when
+    usage_limit_backoff_s is more), instead of pausing; the worker backend is tried again once that time passed."""
+    evaluator_fallback: AgentBackend | None = None
+    """The same for the evaluator (one evaluator; a panel has none)."""
+    fallback_after_s: float = Field(900.0, ge=0)
+    """How far away a usage limit's reset must be for a fallback to take over; a nearer one pauses as before."""
     worker_command: str | None = None
     """For worker_backend = command: the agent's command line, split like a shell line; `{prompt_file}`
     becomes a file holding the prompt, which also arrives on stdin."""

@@ -134,10 +134,13 @@ class LedgerEntry(BaseModel):
     verifies: list[VerifyResult] = Field(default_factory=list)
     """Each criterion's `verify` command run on this attempt (none when no criterion has one, or when
     the attempt was rejected before they ran)."""
+    fallback: dict[str, str] = Field(default_factory=dict)
+    """The roles a fallback backend played in this attempt, by role (`{"worker": "codex"}`): its primary
+    had hit a usage limit (`worker_fallback`, `evaluator_fallback`)."""
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_defaults(handler(self), verifies=[])
+        return _without_defaults(handler(self), verifies=[], fallback={})
 
 
 LEFT_OUT: Literal["left_out"] = "left_out"

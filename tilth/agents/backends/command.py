@@ -167,7 +167,7 @@ class CliAgent:
         cost, source = call_cost(self.settings, name, usage)
         reason = "usage_limit" if report.limit else "error" if report.is_error else done.stopped or "end"
         self.meter.record(at.events, ROLE_FOR_ACCOUNTING[role], name, at.task_id, at.iteration, usage, cost, source,
-                          done.duration_ms, reason)
+                          done.duration_ms, reason, backend=self.name)
 
 
 def _reported_usage(report: AgentReport) -> bool:
