@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the real CLI coding agents that the integration tests run against local stub servers:
 #   - Claude Code and Codex (pinned npm packages) into one npm prefix
+#   - Copilot CLI and Gemini CLI (pinned npm packages) into the same prefix; Copilot's package cache
+#     (~235 MB it unpacks on first run) under ${XDG_CACHE_HOME:-$HOME/.cache}/tilth/copilot
 #   - aider (pinned PyPI package) into its own venv
 #
 # Usage: scripts/install-cli-agents.sh
@@ -15,6 +17,8 @@ set -euo pipefail
 CLAUDE_CODE_VERSION=2.1.330
 CODEX_VERSION=0.169.0
 AIDER_VERSION=0.86.2
+COPILOT_VERSION=1.0.102
+GEMINI_CLI_VERSION=0.61.0
 
 die() { echo "install-cli-agents: error: $*" >&2; exit 1; }
 
@@ -23,6 +27,9 @@ AIDER_VENV=${TILTH_AIDER_VENV:-$HOME/.cache/tilth/aider-venv}
 CLAUDE="$CACHE/node_modules/.bin/claude"
 CODEX="$CACHE/node_modules/.bin/codex"
 AIDER="$AIDER_VENV/bin/aider"
+COPILOT="$CACHE/node_modules/.bin/copilot"
+GEMINI="$CACHE/node_modules/.bin/gemini"
+COPILOT_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/tilth/copilot
 
 mkdir -p "$CACHE" 2>/dev/null || die "cannot create $CACHE"
 LOG="$CACHE/install-cli-agents.log"
@@ -52,6 +59,19 @@ if ! has_version "$CLAUDE" "$CLAUDE_CODE_VERSION" || ! has_version "$CODEX" "$CO
     did="installed"
 fi
 
+if ! has_version "$GEMINI" "$GEMINI_CLI_VERSION" || \
+   ! XDG_CACHE_HOME=$COPILOT_CACHE has_version "$COPILOT" "$COPILOT_VERSION"; then
+    command -v npm >/dev/null 2>&1 || die "need node and npm to install the Copilot and Gemini CLIs"
+    npm install --prefix "$CACHE" --no-audit --no-fund \
+        "@github/copilot@$COPILOT_VERSION" "@google/gemini-cli@$GEMINI_CLI_VERSION" >>"$LOG" 2>&1 \
+        || fail "npm install of copilot $COPILOT_VERSION and gemini-cli $GEMINI_CLI_VERSION failed"
+    # its first run unpacks its package into XDG_CACHE_HOME: tilth points it at the same cache
+    XDG_CACHE_HOME=$COPILOT_CACHE has_version "$COPILOT" "$COPILOT_VERSION" \
+        || fail "installed, but '$COPILOT --version' does not say $COPILOT_VERSION"
+    has_version "$GEMINI" "$GEMINI_CLI_VERSION" || fail "installed, but '$GEMINI --version' does not say $GEMINI_CLI_VERSION"
+    did="installed"
+fi
+
 if ! has_version "$AIDER" "$AIDER_VERSION"; then
     [ -x "$AIDER_VENV/bin/python" ] || python3 -m venv "$AIDER_VENV" >>"$LOG" 2>&1 \
         || fail "python3 -m venv $AIDER_VENV failed (on Debian: apt-get install python3-venv)"
@@ -62,5 +82,6 @@ if ! has_version "$AIDER" "$AIDER_VERSION"; then
 fi
 
 if [ -n "$did" ]; then how="installed in $((SECONDS - start))s"; else how="already there"; fi
-echo "install-cli-agents: claude-code $CLAUDE_CODE_VERSION and codex $CODEX_VERSION in $CACHE," \
+echo "install-cli-agents: claude-code $CLAUDE_CODE_VERSION, codex $CODEX_VERSION," \
+     "copilot $COPILOT_VERSION and gemini-cli $GEMINI_CLI_VERSION in $CACHE," \
      "aider $AIDER_VERSION in $AIDER_VENV ($how)"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-NPM_AGENTS = ("claude", "codex")
+NPM_AGENTS = ("claude", "codex",
+              "copilot", "gemini")
 
 
 def agent_cache() -> Path:

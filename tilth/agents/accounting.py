@@ -63,8 +63,9 @@ document(
                        "[prices] in config.toml, else genai-prices at the tier the call's prompt tokens fall in, cached and "
                        "cache-write tokens at their own rates; "
                        "with unknown usage and a price set, cost_usd is a floor priced from the usable counts), "
-                       "finish_reason",
-                       "role model prompt_tokens cached_tokens cache_write_tokens completion_tokens total_tokens "
+                       "finish_reason, backend (the backend that made it: `openai` for tilth's own loop, else the "
+                       "CLI agent's name)",
+                       "backend role model prompt_tokens cached_tokens cache_write_tokens completion_tokens total_tokens "
                        "usage_known usage_problem latency_ms cost_usd cost_source finish_reason"),
         "cap_reached": ("a spend, token, wall-clock or evaluator-call cap stopped the session; data: cap, limit, value",
                         "cap limit value"),
@@ -236,11 +237,14 @@ class Meter(Totals):
             self.evaluator_calls[task_id] += 1
 
     def record(self, events: EventLog, role: str, model: str, task_id: str | None, iteration: int, usage: Usage,
-               cost: float, cost_source: str, latency_ms: int, finish_reason: str | None) -> None:
+               cost: float, cost_source: str, latency_ms: int, finish_reason: str | None,
+               backend: str | None = None) -> None:
         data = dict(role=role, model=model, prompt_tokens=usage.prompt_tokens, cached_tokens=usage.cached_tokens,
                     cache_write_tokens=usage.cache_write_tokens, completion_tokens=usage.completion_tokens,
                     total_tokens=usage.total_tokens, usage_known=usage.known, usage_problem=usage.problem,
                     latency_ms=latency_ms, cost_usd=cost, cost_source=cost_source, finish_reason=finish_reason)
+        if backend is not None:
+            data["backend"] = backend
         with events.run_lock:  # parallel tasks' lanes record into one meter (`RunLock` 2)
             self.add(role, task_id, Counted.from_event(data))  # counted as the journal line will be read back
         events.emit("model_call", task_id, iteration, **data)

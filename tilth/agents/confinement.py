@@ -43,6 +43,8 @@ SEEDED = {
     ".claude": (".credentials.json", "settings.json"),
     ".codex": ("auth.json", "config.toml"),
     ".aider": (),
+    ".copilot": ("config.json", "settings.json"),
+    ".gemini": ("settings.json", "oauth_creds.json", "google_accounts.json"),
 }
 """Per agent config directory: the files copied in from the user's real one at each run."""
 TOOLCHAIN_LEAVES = ("bin", "shims", "sbin", ".bin")
@@ -223,7 +225,7 @@ def _seed(source: Path, directory_fd: int, name: str) -> None:
             os.utime(dst.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-CLI_AGENTS = ("claude", "codex", "aider")
+CLI_AGENTS = ("claude", "codex", "aider", "copilot", "gemini")
 
 
 def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, settings: Settings,

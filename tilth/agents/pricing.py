@@ -180,6 +180,14 @@ def configured_models(settings: Settings) -> list[tuple[str, str | None, str]]:
             from tilth.agents.backends.presets import codex_model
 
             found.append((codex_model(settings) or "", None, "-m in TILTH_CODEX_ARGS"))
+        elif backend == "copilot":
+            from tilth.agents.backends.copilot_cli import copilot_model
+
+            found.append((copilot_model(settings) or "", None, "--model in TILTH_COPILOT_ARGS or COPILOT_MODEL"))
+        elif backend == "gemini":
+            from tilth.agents.backends.gemini_cli import gemini_model
+
+            found.append((gemini_model(settings) or "", None, "-m in TILTH_GEMINI_ARGS or GEMINI_MODEL"))
     first: dict[str, tuple[str, str | None, str]] = {}
     for entry in found:
         first.setdefault(entry[0], entry)

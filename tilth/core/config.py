@@ -45,8 +45,10 @@ class Price(BaseModel):
     """USD per million prompt tokens written to the provider's prompt cache; the prompt rate when unset."""
 
 
-AgentBackend = Literal["openai", "claude", "codex", "aider", "command"]
-CLI_BACKENDS = ("claude", "codex", "aider", "command")
+AgentBackend = Literal["openai", "claude", "codex", "aider", "command",
+                       "copilot", "gemini"]
+CLI_BACKENDS = ("claude", "codex", "aider", "command",
+                "copilot", "gemini")
 
 
 MAX_COUNT = 10**12
@@ -191,7 +193,8 @@ class Settings(BaseModel):
     comma-separated)."""
     worker_backend: AgentBackend = "openai"
     """Who does the worker's turns: `openai` (tilth's own tool loop over the model endpoint), `claude`
-    (Claude Code), `codex` (Codex CLI), `aider`, or `command` (any CLI agent, `worker_command`)."""
+    (Claude Code), `codex` (Codex CLI), `aider`, `copilot` (Copilot CLI), `gemini` (Gemini CLI), or `command`
+    (any CLI agent, `worker_command`)."""
     evaluator_backend: AgentBackend = "openai"
     """Who judges each attempt, from the same choices (a CLI evaluator runs read-only)."""
     evaluators: list[AgentBackend] = Field(default_factory=list)
@@ -199,6 +202,14 @@ class Settings(BaseModel):
     diff in its own fresh context and `evaluator_policy` decides; replaces evaluator_backend when set."""
     evaluator_policy: Literal["all", "majority"] = "all"
     """How a panel decides: `all` accept, or a strict `majority` of accepts."""
+    worker_fallback: AgentBackend | None = None
+    """A backend (with its own `<name>_args`) that takes over the worker's turns when the worker backend reports a
+    usage limit that lifts more than fallback_after_s from now (a limit that says no time: when
+    usage_limit_backoff_s is more), instead of pausing; the worker backend is tried again once that time passed."""
+    evaluator_fallback: AgentBackend | None = None
+    """The same for the evaluator (one evaluator; a panel has none)."""
+    fallback_after_s: float = Field(900.0, ge=0)
+    """How far away a usage limit's reset must be for a fallback to take over; a nearer one pauses as before."""
     worker_command: str | None = None
     """For worker_backend = command: the agent's command line, split like a shell line; `{prompt_file}`
     becomes a file holding the prompt, which also arrives on stdin."""
@@ -216,6 +227,14 @@ class Settings(BaseModel):
     """Extra arguments for every Codex run, split like a shell line (e.g. `-m gpt-5.5 -c model_provider=...`)."""
     aider_args: str = ""
     """Extra arguments for every aider run, split like a shell line (e.g. `--model openai/gpt-4o-mini`)."""
+    copilot_bin: str = "copilot"
+    """The Copilot CLI binary (`@github/copilot`): a path, or a name found on PATH."""
+    copilot_args: str = ""
+    """Extra arguments for every Copilot CLI run, split like a shell line (e.g. `--model gpt-5.4`)."""
+    gemini_bin: str = "gemini"
+    """The Gemini CLI binary (`@google/gemini-cli`): a path, or a name found on PATH."""
+    gemini_args: str = ""
+    """Extra arguments for every Gemini CLI run, split like a shell line (e.g. `-m gemini-2.5-pro`)."""
     agent_timeout_s: float = Field(1800.0, gt=0)
     """Wall-clock limit of one CLI agent run; it and every process it started are then killed."""
     agent_pass_env: list[str] = Field(default_factory=list)

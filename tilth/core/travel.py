@@ -28,6 +28,7 @@ SCOPES = {
 """What each scope means, as `tilth config` and docs/settings.md say it."""
 
 SESSION_FIELDS = (
+    "fallback_after_s",
     "max_iterations_per_task", "stop_on_failure", "journal_lines", "journal_chars", "ledger_entries", "ledger_chars",
     "context_files", "conventions_chars", "plan_chars", "kb_index_chars", "seed_chars", "human_notes_chars",
     "answers_chars", "diff_chars", "summary_recent_tasks", "summary_learnings", "summary_table_rows",
@@ -53,7 +54,9 @@ MACHINE_FIELDS = ("sandbox", "agent_network", "agent_host_ports", "base_url", "e
                   "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
                   "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns",
                   "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb",
-                  "check_slots")
+                  "check_slots",
+                  "copilot_bin", "copilot_args", "gemini_bin", "gemini_args",
+                  "worker_fallback", "evaluator_fallback")
 """Recorded with a session, but a dispatched session's worker puts its own in force: what confines
 the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
 never the word of whoever wrote the session's files (`machine_view`)."""
@@ -87,14 +90,17 @@ AGENT_KEY_VARIABLES = {
     "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
     "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
     "aider": ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"),
+    "copilot": ("COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_GITHUB_TOKEN"),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
 """The credentials each CLI agent reads from its environment (a login on disk needs none)."""
 
 
 def agent_key_variables(settings: Settings) -> list[str]:
     """The credential variables of the CLI agents in use, plus `agent_pass_env` (for `command`)."""
-    backends = {settings.worker_backend, *settings.evaluator_backends()}
-    names = {name for backend in backends for name in AGENT_KEY_VARIABLES.get(backend, ())}
+    backends = {settings.worker_backend, *settings.evaluator_backends(), settings.worker_fallback,
+                settings.evaluator_fallback}
+    names = {name for backend in backends if backend is not None for name in AGENT_KEY_VARIABLES.get(backend, ())}
     return sorted(names | set(settings.agent_pass_env))
 
 

@@ -13,6 +13,7 @@ from hashlib import sha1
 from pathlib import Path
 
 from tilth.agents.accounting import Caps
+from tilth.agents.backends.fallback import acting_fallbacks
 from tilth.agents.check_bundle import CheckBundle
 from tilth.agents.checks import enforce_change
 from tilth.agents.confinement import Confinement
@@ -183,7 +184,8 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     verdict = break_stall(run.diff_shas.setdefault(task.id, {}), run.settings.stall_after, ws.events, task.id, iteration,
                           verdict, entries, sha1((diff.patch or "").encode()).hexdigest())
     entry = LedgerEntry(iter=iteration, diff_summary=summary, case=case, verdict=verdict, verifies=verifies,
-                        checks=checks, tests_counted=count.compared)
+                        checks=checks, tests_counted=count.compared,
+                        fallback=acting_fallbacks(("worker", run.backend.worker), ("evaluator", run.backend.evaluator)))
     append_entry(ws.paths.ledger_dir, task.id, entry)
     ws.events.emit("verdict", task.id, iteration, verdict=verdict.verdict, category=verdict.category,
                    concern=verdict.concern)

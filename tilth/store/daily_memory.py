@@ -38,7 +38,7 @@ DIR_NAME = "memory"
 NOTED = "memory.noted"
 MESSAGE_CHARS = 400
 LINE = re.compile(r"^- \[(\d\d:\d\d:\d\d)\] \[(OK|FAIL)\] \[([^\]]*)\] task: ([^/\s]+)/(\S+) (.*?) \| result: (.*)$")
-CLI_AGENTS = ("claude", "codex", "aider", "command")
+CLI_AGENTS = ("claude", "codex", "aider", "command", "copilot", "gemini")
 
 
 def memory_dir(home: Path) -> Path:

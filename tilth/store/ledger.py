@@ -182,10 +182,13 @@ class LedgerEntry(BaseModel):
     """The session's checks on this attempt (none when there are none, or the attempt was rejected first)."""
     tests_counted: int = 0
     """The test ids the guard's census listed on the task's starting point (0: none listed)."""
+    fallback: dict[str, str] = Field(default_factory=dict)
+    """The roles a fallback backend played in this attempt, by role (`{"worker": "codex"}`): its primary
+    had hit a usage limit (`worker_fallback`, `evaluator_fallback`)."""
 
     @model_serializer(mode="wrap")
     def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_defaults(handler(self), verifies=[], checks=[], tests_counted=0)
+        return _without_defaults(handler(self), verifies=[], checks=[], tests_counted=0, fallback={})
 
 
 LEFT_OUT: Literal["left_out"] = "left_out"

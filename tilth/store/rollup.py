@@ -52,6 +52,7 @@ _read_rollup = strict_record(Rollup, {
     "tasks": dict_of(_task_roll), "totals": strict_record(Totals), "clock": strict_record(Clock),
     "caps": dict_of(number_or_none), "caps_reached": dict_of(dict_of(lambda v: v)),
     "waiting": dict_of(strict_record(Waiting)), "lanes": strict_record(Lanes),
+    "backend_costs": dict_of(number_or_none), "fallbacks": dict_of(dict_of(lambda v: v)),
 })
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from tilth.store.calls import Counted, Totals, is_dollars
 
-VERSION = 6
+VERSION = 7
 CONCERN_CHARS = 500
 OUTSIDE_RUN = {"session_created", "session_queued", "session_launched", "session_crashed", "session_stopped", "acted",
                "session_unpaused", "doctor_repaired", "doctor_crashed"}
@@ -124,6 +124,12 @@ class Rollup:
     """The most auto-resumes in a row the supervisor allows, as the latest `session_crashed` or
     `session_auto_resumed` said (`tilth status`: `auto-resume 2/3`); None before any said it."""
     lanes: Lanes = field(default_factory=lambda: Lanes())
+    backend_costs: dict[str, float] = field(default_factory=dict)
+    """Dollars by the backend that made each model call (`model_call` data.backend), for a session a
+    fallback played in."""
+    fallbacks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """By role, the last time its fallback took over (`agent_fallback`: primary, fallback, reason, since,
+    until) and whether its primary took the turns again since (`back`)."""
 
 
 def _ts(ts: str | None) -> datetime:
@@ -189,6 +195,8 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
     if kind == "model_call":
         counted = Counted.from_event(data)
         r.totals.count(counted)
+        if isinstance(data.get("backend"), str) and data["backend"]:
+            r.backend_costs[data["backend"]] = r.backend_costs.get(data["backend"], 0.0) + counted.cost_usd
         if t is not None:
             t.count(counted)
             t.evaluator_calls += str(data.get("role") or "") == "evaluator"
@@ -223,6 +231,12 @@ def fold(r: Rollup, event: dict[str, Any]) -> Rollup:
         r.caps_reached, r.stopped_by = {}, None
         if isinstance(data.get("caps"), dict):
             r.caps = {k: v for k, v in data["caps"].items() if v is None or is_dollars(v)}
+    elif kind == "agent_fallback" and isinstance(data.get("role"), str):
+        r.fallbacks[data["role"]] = {"primary": _text(data.get("primary")), "fallback": _text(data.get("fallback")),
+                                     "reason": _text(data.get("reason")), "since": ts, "until": _text(data.get("until")),
+                                     "back": False}
+    elif kind == "agent_primary_again" and isinstance(data.get("role"), str) and data["role"] in r.fallbacks:
+        r.fallbacks[data["role"]]["back"] = True
     elif kind == "cap_reached" and isinstance(data.get("cap"), str):
         r.caps_reached[data["cap"]] = {"limit": data.get("limit"), "value": data.get("value")}
     elif kind == "session_end" and isinstance(data.get("state"), str):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
+from tilth.store.rollup import load_rollup
 from tilth.views.asking import answer_command, question_lines
+from tilth.views.fallbacks import fallback_lines
 from tilth.views.figures import plural, spend
 from tilth.views.parallel_figures import parallel_lines
 from tilth.views.reasons import task_outcome
@@ -91,6 +93,7 @@ def build_report(paths: SessionPaths) -> str:
     lines += question_lines(paths, parked := [task.id for task in t.tasks if task.outcome == "parked"])
     lines += proof_lines(t)
     lines += parallel_lines(paths)
+    lines += fallback_lines(load_rollup(paths.events))
     lines += [
         f"Attempts:   {t.iterations}",
         f"Tokens:     {token_count(t.tokens, t.unknown_usage_calls)}",

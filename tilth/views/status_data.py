@@ -30,6 +30,7 @@ from tilth.store.rollup_fold import Rollup
 from tilth.store.session_peek import peek_session
 from tilth.store.session_record import SessionRecord
 from tilth.store.session_state import SessionState, effective_state
+from tilth.views.fallbacks import fallback_data
 from tilth.views.parallel_figures import figures
 from tilth.views.figures import verdict_label
 from tilth.views.asking import answer_command, open_asks
@@ -139,6 +140,7 @@ def session_summary(paths: SessionPaths, with_commits: bool = False) -> dict[str
         "lanes": lanes["running"] if live else [],
         "parallel": lanes["totals"],
         **activity(rollup, live=state == SessionState.running),
+        **fallback_data(rollup),
     }
     summary["pr"] = pull_request(paths)
     summary["forecast"] = parse_object((paths.dir / "forecast.json").read_bytes()) \

@@ -147,7 +147,7 @@ class ChatClient:
                 latency = int((time.monotonic() - started) * 1000)
                 cost, source = call_cost(s, self.model, usage, self.base_url)
                 self.meter.record(self.events, self.role, self.model, task_id, iteration, usage, cost, source,
-                                  latency, reply.finish_reason)
+                                  latency, reply.finish_reason, backend="openai")
                 return reply
             if outcome == "rate_limited" and attempt > s.max_retries:
                 resets = utc_now() + timedelta(seconds=retry_after) if retry_after else None

@@ -50,7 +50,8 @@ document({
 
 Answer = TypeVar("Answer")
 ROLE_FOR_ACCOUNTING = {"worker": "worker", "evaluator": "evaluator", "learner": "self_improvement"}
-LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "aider": "aider", "command": "a command"}
+LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "aider": "aider", "command": "a command",
+          "copilot": "Copilot CLI", "gemini": "Gemini CLI"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class CliAgent:
             left = None if self.meter.spend_limit is None else self.meter.spend_limit - self.meter.cost_usd
             spec = launch(self.name, role, self.settings, prompt_file, at.sandbox, left)
             wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
-                            readable=[prompt_file] if spec.prompt_argument else [])
+                            readable=([prompt_file] if spec.prompt_argument else []) + spec.readable)
             on_line = self._stepper(role, at, spec.reader, spec.model)
             timeout, walled = self.settings.agent_timeout_s, False
             if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
@@ -166,7 +167,7 @@ class CliAgent:
         cost, source = call_cost(self.settings, name, usage)
         reason = "usage_limit" if report.limit else "error" if report.is_error else done.stopped or "end"
         self.meter.record(at.events, ROLE_FOR_ACCOUNTING[role], name, at.task_id, at.iteration, usage, cost, source,
-                          done.duration_ms, reason)
+                          done.duration_ms, reason, backend=self.name)
 
 
 def _reported_usage(report: AgentReport) -> bool:

@@ -18,13 +18,11 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-from tilth.agents.backends.agent_stream import AgentReport, StreamReader
 from tilth.agents.backends.aider_cli import AIDER_DEFAULT_ENV
 from tilth.agents.backends.endpoints import PASSED
+from tilth.agents.backends.launch_spec import Launch
+from tilth.agents.backends.launch_spec import flag as _flag
 from tilth.agents.confinement import Confinement, agent_config_dir
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
@@ -39,35 +37,14 @@ QUIET = {
 PERMISSION_FLAGS = ("--dangerously-skip-permissions", "--permission-mode", "--allow-dangerously-skip-permissions")
 
 
-@dataclass
-class Launch:
-    """Everything needed to start one run."""
-
-    argv: list[str]
-    env: dict[str, str]
-    reader: StreamReader
-    """Reads its stdout live (its steps and the usage so far)."""
-    writable: list[Path] = field(default_factory=list)
-    """The agent's own config/auth directories, bound writable inside the sandbox."""
-    plain_output: bool = False
-    """Every stdout line goes to `reader` as `{"text": line}` (aider); else only its JSON lines, parsed."""
-    finish: Callable[[str, str, int], AgentReport] | None = None
-    """Reads the whole output at the end, when set (aider, `command`); else the reader's report is the end."""
-    model: str | None = None
-    """The model named on its command line, for the price table when the agent reports no cost."""
-    prompt_argument: bool = False
-    """The prompt goes in a file named on the command line (bound read-only in the sandbox)."""
-    stdin_is_prompt: bool = True
-    """The prompt also arrives on stdin; else stdin is /dev/null (aider would read it as a chat)."""
-
-
 def binary(name: str, settings: Settings) -> str:
     """The agent's binary, found now; a one-line BadInput naming the setting when it is not."""
     configured: str = getattr(settings, f"{name}_bin")
     found = shutil.which(configured)
     if found is None:
         install = {"claude": "npm install -g @anthropic-ai/claude-code", "codex": "npm install -g @openai/codex",
-                   "aider": "pip install aider-chat"}[name]
+                   "aider": "pip install aider-chat", "copilot": "npm install -g @github/copilot",
+                   "gemini": "npm install -g @google/gemini-cli"}[name]
         raise BadInput(f"the {name} agent binary {configured!r} is not found (not on PATH, or not executable): "
                        f"install it ({install}) or set TILTH_{name.upper()}_BIN to its path")
     return found
@@ -88,6 +65,15 @@ def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinem
         return _codex(role, settings, env, sandboxed, home)
     if name == "aider":
         return _aider(role, settings, env, prompt_file, home)
+    if name == "copilot":
+        from tilth.agents.backends.copilot_cli import copilot_launch
+
+        directory = _config_dir(env, "COPILOT_HOME", ".copilot", home)
+        return copilot_launch(binary(name, settings), role, settings, env, sandboxed, directory)
+    if name == "gemini":
+        from tilth.agents.backends.gemini_cli import gemini_launch
+
+        return gemini_launch(binary(name, settings), role, settings, env, sandboxed, home)
     return _command(role, settings, env, prompt_file)
 
 
@@ -175,15 +161,6 @@ def _command(role: str, settings: Settings, env: dict[str, str], prompt_file: Pa
     argv = [part.replace("{prompt_file}", str(prompt_file)) for part in shlex.split(line or "")]
     usage = CommandUsage()
     return Launch(argv, env, reader=usage, finish=usage.finish, prompt_argument=True)
-
-
-def _flag(args: list[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def check_command(role: str, settings: Settings) -> None:

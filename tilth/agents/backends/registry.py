@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tilth.agents.accounting import Meter
-from tilth.agents.protocol import Backend, Evaluator, Learner
+from tilth.agents.protocol import Backend, Evaluator, Learner, Worker
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 from tilth.store.session import BackendChoice
@@ -18,13 +18,21 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
         return scripted_backend(choice)
     if choice.name not in ("openai", "agents"):
         raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL), a CLI agent "
-                       "(TILTH_WORKER_BACKEND=claude|codex|aider|command) or `scripted` (tests/demo)")
+                       "(TILTH_WORKER_BACKEND=claude|codex|aider|copilot|gemini|command) or `scripted` (tests/demo)")
     from tilth.agents.backends.command import LABELS, CliEvaluator, CliLearner, CliWorker
+    from tilth.agents.backends.fallback import Fallback, FallbackEvaluator, FallbackWorker
     from tilth.agents.backends.openai_agents import OpenAIEvaluator, OpenAILearner, OpenAIWorker
     from tilth.agents.backends.panel import Panel
 
     settings.require_model()
-    online = sorted({settings.worker_backend, *settings.evaluator_backends()} & {"claude", "codex", "aider"})
+    for role, spare in (("worker", settings.worker_fallback), ("evaluator", settings.evaluator_fallback)):
+        url, _, model = settings.endpoint(role)
+        if spare == "openai" and not (url and model):
+            raise BadInput(f"{role}_fallback = openai needs the model endpoint: set TILTH_BASE_URL and "
+                           f"TILTH_{role.upper()}_MODEL")
+    online = sorted({settings.worker_backend, *settings.evaluator_backends(), settings.worker_fallback or "openai",
+                     settings.evaluator_fallback or "openai"} &
+                    {"claude", "codex", "aider", "copilot", "gemini"})
     if online and settings.agent_network == "off":
         raise BadInput(f"agent_network = off would cut {' and '.join(online)} off its own model endpoint (it runs "
                        "inside the sandbox): set TILTH_AGENT_NETWORK=on")
@@ -39,11 +47,21 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
         url, _, model = settings.endpoint(role)
         return f"openai-compatible at {url} ({model})"
 
+    def worker_of(name: str) -> Worker:
+        return OpenAIWorker(settings, meter) if name == "openai" else CliWorker(name, settings, meter)
+
     chosen = settings.worker_backend
-    worker = OpenAIWorker(settings, meter) if chosen == "openai" else CliWorker(chosen, settings, meter)
+    worker = worker_of(chosen)
     names = settings.evaluator_backends()
     members = [(name, evaluator(name)) for name in names]
     judge = members[0][1] if len(members) == 1 else Panel(members, settings.evaluator_policy)
+    fallbacks = []
+    if (spare := settings.worker_fallback) is not None and spare != chosen:
+        worker = FallbackWorker(worker, worker_of(spare), Fallback("worker", chosen, spare, settings))
+        fallbacks.append(f"worker fallback: {describe(spare, 'worker')}")
+    if (spare := settings.evaluator_fallback) is not None and len(names) == 1 and spare != names[0]:
+        judge = FallbackEvaluator(judge, evaluator(spare), Fallback("evaluator", names[0], spare, settings))
+        fallbacks.append(f"evaluator fallback: {describe(spare, 'evaluator')}")
     if chosen == "openai" or (chosen == "command" and settings.base_url):
         learner: Learner = OpenAILearner(settings, meter)
     else:
@@ -54,4 +72,5 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
     if chosen == "openai" and names == ["openai"]:
         (url, _, worker_model), evaluator_model = settings.endpoint("worker"), settings.endpoint("evaluator")[2]
         label = f"openai-compatible at {url} (worker {worker_model}, evaluator {evaluator_model})"
+    label += "".join(f"; {said}" for said in fallbacks)
     return Backend(choice.name, label, worker, judge, learner)
