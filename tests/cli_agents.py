@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-NPM_AGENTS = ("claude", "codex")
+NPM_AGENTS = ("claude", "codex", "qwen", "opencode")
 
 
 def agent_cache() -> Path:

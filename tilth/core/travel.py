@@ -52,6 +52,7 @@ recorded with a session: notification URLs carry tokens; the broker and remote a
 MACHINE_FIELDS = ("sandbox", "agent_network", "agent_host_ports", "base_url", "evaluator_base_url", "preflight", "worker_backend",
                   "evaluator_backend", "evaluators", "worker_command", "evaluator_command", "claude_bin", "codex_bin",
                   "aider_bin", "claude_args", "codex_args", "aider_args", "agent_pass_env", "secret_patterns",
+                  "qwen_bin", "qwen_args", "opencode_bin", "opencode_args",
                   "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb")
 """Recorded with a session, but a dispatched session's worker puts its own in force: what confines
 the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
@@ -86,6 +87,8 @@ AGENT_KEY_VARIABLES = {
     "claude": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
     "codex": ("OPENAI_API_KEY", "CODEX_API_KEY"),
     "aider": ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"),
+    "qwen": ("OPENAI_API_KEY",),
+    "opencode": ("OPENAI_API_KEY",),
 }
 """The credentials each CLI agent reads from its environment (a login on disk needs none)."""
 

@@ -67,7 +67,8 @@ def binary(name: str, settings: Settings) -> str:
     found = shutil.which(configured)
     if found is None:
         install = {"claude": "npm install -g @anthropic-ai/claude-code", "codex": "npm install -g @openai/codex",
-                   "aider": "pip install aider-chat"}[name]
+                   "aider": "pip install aider-chat", "qwen": "npm install -g @qwen-code/qwen-code",
+                   "opencode": "npm install -g opencode-ai"}[name]
         raise BadInput(f"the {name} agent binary {configured!r} is not found (not on PATH, or not executable): "
                        f"install it ({install}) or set TILTH_{name.upper()}_BIN to its path")
     return found
@@ -88,6 +89,14 @@ def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinem
         return _codex(role, settings, env, sandboxed, home)
     if name == "aider":
         return _aider(role, settings, env, prompt_file, home)
+    if name == "qwen":
+        from tilth.agents.backends.qwen_cli import qwen_launch
+
+        return qwen_launch(role, settings, env, sandboxed, private_config_dir(home, ".qwen", prompt_file))
+    if name == "opencode":
+        from tilth.agents.backends.opencode_cli import opencode_launch
+
+        return opencode_launch(role, settings, env, sandboxed, private_config_dir(home, ".opencode", prompt_file))
     return _command(role, settings, env, prompt_file)
 
 
@@ -117,6 +126,15 @@ def _config_dir(env: dict[str, str], variable: str, default: str, home: Path | N
     directory = agent_config_dir(home, default, real) if home is not None else real
     directory.mkdir(parents=True, exist_ok=True)
     env[variable] = str(directory)
+    return directory
+
+
+def private_config_dir(home: Path | None, name: str, prompt_file: Path) -> Path:
+    """A Chat Completions CLI's (qwen, opencode) whole config dir, tilth's to write: the session's copy
+    (`agent_config_dir`, nothing of the user's seeded), or without a session the run's scratch dir,
+    never the user's own."""
+    directory = agent_config_dir(home, name, Path.home() / name) if home is not None else prompt_file.parent / name
+    directory.mkdir(mode=0o700, exist_ok=True)
     return directory
 
 

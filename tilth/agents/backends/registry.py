@@ -18,13 +18,13 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
         return scripted_backend(choice)
     if choice.name not in ("openai", "agents"):
         raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL), a CLI agent "
-                       "(TILTH_WORKER_BACKEND=claude|codex|aider|command) or `scripted` (tests/demo)")
+                       "(TILTH_WORKER_BACKEND=claude|codex|aider|qwen|opencode|command) or `scripted` (tests/demo)")
     from tilth.agents.backends.command import LABELS, CliEvaluator, CliLearner, CliWorker
     from tilth.agents.backends.openai_agents import OpenAIEvaluator, OpenAILearner, OpenAIWorker
     from tilth.agents.backends.panel import Panel
 
     settings.require_model()
-    online = sorted({settings.worker_backend, *settings.evaluator_backends()} & {"claude", "codex", "aider"})
+    online = sorted({settings.worker_backend, *settings.evaluator_backends()} & {"claude", "codex", "aider", "qwen", "opencode"})
     if online and settings.agent_network == "off":
         raise BadInput(f"agent_network = off would cut {' and '.join(online)} off its own model endpoint (it runs "
                        "inside the sandbox): set TILTH_AGENT_NETWORK=on")
