@@ -2,9 +2,10 @@
 # Install the real CLI coding agents that the integration tests run against local stub servers:
 #   - Claude Code and Codex (pinned npm packages) into one npm prefix
 #   - aider (pinned PyPI package) into its own venv
+#   - Qwen Code and OpenCode (pinned npm packages) into the same npm prefix, npm's cache beside it
 #
 # Usage: scripts/install-cli-agents.sh
-# Where: ${TILTH_AGENT_CACHE:-$HOME/.cache/tilth/npm}/node_modules/.bin/{claude,codex}
+# Where: ${TILTH_AGENT_CACHE:-$HOME/.cache/tilth/npm}/node_modules/.bin/{claude,codex,qwen,opencode}
 #        ${TILTH_AIDER_VENV:-$HOME/.cache/tilth/aider-venv}/bin/aider
 #
 # Anything already installed at the pinned version is left alone. Node and npm come from apt
@@ -15,6 +16,8 @@ set -euo pipefail
 CLAUDE_CODE_VERSION=2.1.330
 CODEX_VERSION=0.169.0
 AIDER_VERSION=0.86.2
+QWEN_CODE_VERSION=0.24.4
+OPENCODE_VERSION=1.18.33
 
 die() { echo "install-cli-agents: error: $*" >&2; exit 1; }
 
@@ -23,6 +26,8 @@ AIDER_VENV=${TILTH_AIDER_VENV:-$HOME/.cache/tilth/aider-venv}
 CLAUDE="$CACHE/node_modules/.bin/claude"
 CODEX="$CACHE/node_modules/.bin/codex"
 AIDER="$AIDER_VENV/bin/aider"
+QWEN="$CACHE/node_modules/.bin/qwen"
+OPENCODE="$CACHE/node_modules/.bin/opencode"
 
 mkdir -p "$CACHE" 2>/dev/null || die "cannot create $CACHE"
 LOG="$CACHE/install-cli-agents.log"
@@ -61,6 +66,18 @@ if ! has_version "$AIDER" "$AIDER_VERSION"; then
     did="installed"
 fi
 
+# Qwen Code and OpenCode (Chat Completions agents): one more npm install into the same prefix.
+if ! has_version "$QWEN" "$QWEN_CODE_VERSION" || ! has_version "$OPENCODE" "$OPENCODE_VERSION"; then
+    command -v npm >/dev/null 2>&1 || die "need node and npm to install qwen-code and opencode"
+    npm install --prefix "$CACHE" --cache "$(dirname "$CACHE")/npm-cache" --no-audit --no-fund --save-exact \
+        "@qwen-code/qwen-code@$QWEN_CODE_VERSION" "opencode-ai@$OPENCODE_VERSION" >>"$LOG" 2>&1 \
+        || fail "npm install of qwen-code $QWEN_CODE_VERSION and opencode $OPENCODE_VERSION failed"
+    has_version "$QWEN" "$QWEN_CODE_VERSION" || fail "installed, but '$QWEN --version' does not say $QWEN_CODE_VERSION"
+    has_version "$OPENCODE" "$OPENCODE_VERSION" || fail "installed, but '$OPENCODE --version' does not say $OPENCODE_VERSION"
+    did="installed"
+fi
+
 if [ -n "$did" ]; then how="installed in $((SECONDS - start))s"; else how="already there"; fi
 echo "install-cli-agents: claude-code $CLAUDE_CODE_VERSION and codex $CODEX_VERSION in $CACHE," \
      "aider $AIDER_VERSION in $AIDER_VENV ($how)"
+echo "install-cli-agents: qwen-code $QWEN_CODE_VERSION and opencode $OPENCODE_VERSION in $CACHE"

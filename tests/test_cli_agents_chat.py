@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_agents import agent_bin
-from conftest import git, task
+from conftest import git
 from fake_openai import ACCEPT, Response, fault, reply
 from test_cli_agents import ACCEPTED, CASE, fenced, of_type, require_bwrap, session_bytes, start
 

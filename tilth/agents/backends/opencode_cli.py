@@ -17,8 +17,6 @@ import os
 import shlex
 from pathlib import Path
 
-from tilth.agents.backends.opencode_stream import OpenCodeStream
-from tilth.agents.backends.presets import Launch, binary
 from tilth.agents.confinement import write_private
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
@@ -52,8 +50,10 @@ def provider_config(base_url: str, model: str, read_only: bool) -> dict[str, obj
     return config
 
 
-def opencode_launch(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path) -> Launch:
-    """`home`: its private config dir (`presets.private_config_dir`)."""
+def opencode_argv(binary: str, role: str, settings: Settings, env: dict[str, str], sandboxed: bool,
+                  home: Path) -> tuple[list[str], str]:
+    """Its command line and the model it calls; `env` gets its variables. `home`: its private config
+    dir (`presets.private_config_dir`)."""
     model = opencode_model()
     unconfined_reader = not sandboxed and role != "worker"
     config = provider_config(env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL, model, unconfined_reader)
@@ -63,6 +63,6 @@ def opencode_launch(role: str, settings: Settings, env: dict[str, str], sandboxe
         directory.mkdir(mode=0o700, exist_ok=True)
         env[variable] = str(directory)
     env.update(QUIET)
-    argv = [binary("opencode", settings), "run", "--format", "json", "--title", f"tilth {role}"]
+    argv = [binary, "run", "--format", "json", "--title", f"tilth {role}"]
     argv += ["--agent", "plan"] if unconfined_reader else ["--auto"] if sandboxed else []
-    return Launch(argv + shlex.split(settings.opencode_args), env, OpenCodeStream(), [home], model=model)
+    return argv + shlex.split(settings.opencode_args), model

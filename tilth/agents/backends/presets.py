@@ -90,13 +90,19 @@ def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinem
     if name == "aider":
         return _aider(role, settings, env, prompt_file, home)
     if name == "qwen":
-        from tilth.agents.backends.qwen_cli import qwen_launch
+        from tilth.agents.backends.qwen_cli import qwen_argv
+        from tilth.agents.backends.qwen_stream import QwenStream
 
-        return qwen_launch(role, settings, env, sandboxed, private_config_dir(home, ".qwen", prompt_file))
+        private = private_config_dir(home, ".qwen", prompt_file)
+        argv, model = qwen_argv(binary("qwen", settings), role, settings, env, sandboxed, private)
+        return Launch(argv, env, QwenStream(), [private], model=model)
     if name == "opencode":
-        from tilth.agents.backends.opencode_cli import opencode_launch
+        from tilth.agents.backends.opencode_cli import opencode_argv
+        from tilth.agents.backends.opencode_stream import OpenCodeStream
 
-        return opencode_launch(role, settings, env, sandboxed, private_config_dir(home, ".opencode", prompt_file))
+        private = private_config_dir(home, ".opencode", prompt_file)
+        argv, model = opencode_argv(binary("opencode", settings), role, settings, env, sandboxed, private)
+        return Launch(argv, env, OpenCodeStream(), [private], model=model)
     return _command(role, settings, env, prompt_file)
 
 

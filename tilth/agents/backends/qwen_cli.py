@@ -16,8 +16,6 @@ import json
 import shlex
 from pathlib import Path
 
-from tilth.agents.backends.presets import Launch, binary
-from tilth.agents.backends.qwen_stream import QwenStream
 from tilth.agents.confinement import write_private
 from tilth.core.config import Settings
 
@@ -33,17 +31,19 @@ QUIET = {"QWEN_USAGE_STATISTICS_ENABLED": "false", "QWEN_TELEMETRY_ENABLED": "fa
 APPROVAL_FLAGS = ("--approval-mode", "--yolo", "-y")
 
 
-def qwen_launch(role: str, settings: Settings, env: dict[str, str], sandboxed: bool, home: Path) -> Launch:
-    """`home`: its private config dir (`presets.private_config_dir`)."""
+def qwen_argv(binary: str, role: str, settings: Settings, env: dict[str, str], sandboxed: bool,
+              home: Path) -> tuple[list[str], str | None]:
+    """Its command line and the model it calls; `env` gets its variables. `home`: its private config
+    dir (`presets.private_config_dir`)."""
     write_private(home, "settings.json", json.dumps(SETTINGS, indent=2).encode())
     env["QWEN_HOME"] = str(home)
     env.update(QUIET)
-    argv = [binary("qwen", settings), "--auth-type", "openai", "--output-format", "stream-json"]
+    argv = [binary, "--auth-type", "openai", "--output-format", "stream-json"]
     user = shlex.split(settings.qwen_args)
     if not any(flag in user or any(arg.startswith(flag + "=") for arg in user) for flag in APPROVAL_FLAGS):
         mode = "yolo" if sandboxed else "auto-edit" if role == "worker" else "plan"
         argv += ["--approval-mode", mode]
-    return Launch(argv + user, env, QwenStream(), [home], model=_model(user) or env.get("OPENAI_MODEL"))
+    return argv + user, _model(user) or env.get("OPENAI_MODEL")
 
 
 def _model(args: list[str]) -> str | None:
