@@ -4,9 +4,10 @@
 #   - Copilot CLI and Gemini CLI (pinned npm packages) into the same prefix; Copilot's package cache
 #     (~235 MB it unpacks on first run) under ${XDG_CACHE_HOME:-$HOME/.cache}/tilth/copilot
 #   - aider (pinned PyPI package) into its own venv
+#   - Qwen Code and OpenCode (pinned npm packages) into the same npm prefix, npm's cache beside it
 #
 # Usage: scripts/install-cli-agents.sh
-# Where: ${TILTH_AGENT_CACHE:-$HOME/.cache/tilth/npm}/node_modules/.bin/{claude,codex}
+# Where: ${TILTH_AGENT_CACHE:-$HOME/.cache/tilth/npm}/node_modules/.bin/{claude,codex,qwen,opencode}
 #        ${TILTH_AIDER_VENV:-$HOME/.cache/tilth/aider-venv}/bin/aider
 #
 # Anything already installed at the pinned version is left alone. Node and npm come from apt
@@ -19,6 +20,8 @@ CODEX_VERSION=0.169.0
 AIDER_VERSION=0.86.2
 COPILOT_VERSION=1.0.102
 GEMINI_CLI_VERSION=0.61.0
+QWEN_CODE_VERSION=0.24.4
+OPENCODE_VERSION=1.18.33
 
 die() { echo "install-cli-agents: error: $*" >&2; exit 1; }
 
@@ -30,6 +33,8 @@ AIDER="$AIDER_VENV/bin/aider"
 COPILOT="$CACHE/node_modules/.bin/copilot"
 GEMINI="$CACHE/node_modules/.bin/gemini"
 COPILOT_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/tilth/copilot
+QWEN="$CACHE/node_modules/.bin/qwen"
+OPENCODE="$CACHE/node_modules/.bin/opencode"
 
 mkdir -p "$CACHE" 2>/dev/null || die "cannot create $CACHE"
 LOG="$CACHE/install-cli-agents.log"
@@ -81,7 +86,19 @@ if ! has_version "$AIDER" "$AIDER_VERSION"; then
     did="installed"
 fi
 
+# Qwen Code and OpenCode (Chat Completions agents): one more npm install into the same prefix.
+if ! has_version "$QWEN" "$QWEN_CODE_VERSION" || ! has_version "$OPENCODE" "$OPENCODE_VERSION"; then
+    command -v npm >/dev/null 2>&1 || die "need node and npm to install qwen-code and opencode"
+    npm install --prefix "$CACHE" --cache "$(dirname "$CACHE")/npm-cache" --no-audit --no-fund --save-exact \
+        "@qwen-code/qwen-code@$QWEN_CODE_VERSION" "opencode-ai@$OPENCODE_VERSION" >>"$LOG" 2>&1 \
+        || fail "npm install of qwen-code $QWEN_CODE_VERSION and opencode $OPENCODE_VERSION failed"
+    has_version "$QWEN" "$QWEN_CODE_VERSION" || fail "installed, but '$QWEN --version' does not say $QWEN_CODE_VERSION"
+    has_version "$OPENCODE" "$OPENCODE_VERSION" || fail "installed, but '$OPENCODE --version' does not say $OPENCODE_VERSION"
+    did="installed"
+fi
+
 if [ -n "$did" ]; then how="installed in $((SECONDS - start))s"; else how="already there"; fi
 echo "install-cli-agents: claude-code $CLAUDE_CODE_VERSION, codex $CODEX_VERSION," \
      "copilot $COPILOT_VERSION and gemini-cli $GEMINI_CLI_VERSION in $CACHE," \
      "aider $AIDER_VERSION in $AIDER_VENV ($how)"
+echo "install-cli-agents: qwen-code $QWEN_CODE_VERSION and opencode $OPENCODE_VERSION in $CACHE"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 NPM_AGENTS = ("claude", "codex",
-              "copilot", "gemini")
+              "copilot", "gemini", "qwen", "opencode")
 
 
 def agent_cache() -> Path:

@@ -45,6 +45,8 @@ SEEDED = {
     ".aider": (),
     ".copilot": ("config.json", "settings.json"),
     ".gemini": ("settings.json", "oauth_creds.json", "google_accounts.json"),
+    ".qwen": (),  # its key comes in OPENAI_API_KEY; tilth writes its settings.json (qwen_cli.py)
+    ".opencode": (),  # its provider file is tilth's (opencode_cli.py)
 }
 """Per agent config directory: the files copied in from the user's real one at each run."""
 TOOLCHAIN_LEAVES = ("bin", "shims", "sbin", ".bin")
@@ -225,7 +227,26 @@ def _seed(source: Path, directory_fd: int, name: str) -> None:
             os.utime(dst.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
 
 
-CLI_AGENTS = ("claude", "codex", "aider", "copilot", "gemini")
+def write_private(directory: Path, name: str, data: bytes) -> Path:
+    """`name` in an agent's private config directory (`agent_config_dir`'s), written anew by
+    descriptor: whatever the agent left at that name (a symlink, a directory) is removed, never followed."""
+    directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        try:
+            os.unlink(name, dir_fd=directory_fd)
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            shutil.rmtree(name, dir_fd=directory_fd)
+        target_fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory_fd)
+        with os.fdopen(target_fd, "wb") as target:
+            target.write(data)
+    finally:
+        os.close(directory_fd)
+    return directory / name
+
+
+CLI_AGENTS = ("claude", "codex", "aider", "copilot", "gemini", "qwen", "opencode")
 
 
 def session_confinement(mode: str, paths: SessionPaths, record: SessionRecord, settings: Settings,

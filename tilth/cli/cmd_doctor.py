@@ -21,6 +21,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from tilth.core.errors import BadInput
     from tilth.store.home import all_session_ids, check_session_id, session_paths, tilth_home
 
+    if args.agents:
+        return agents_report(args.json)
     if args.all and args.id:
         raise BadInput(f"name a session or pass --all, not both: tilth doctor {args.id} or tilth doctor --all")
     if args.all:
@@ -79,6 +81,25 @@ def sandbox_line() -> str:
     return f"sandbox: bwrap; {describe(host_ports(settings))}"
 
 
+def agents_report(as_json: bool) -> int:
+    """`--agents`: each CLI agent installed or not, its version, whether it answers; exit 0 always (not
+    every machine needs every agent)."""
+    from tilth.agents.agent_versions import installed
+    from tilth.core.settings_load import load_settings
+    from tilth.store.home import tilth_home
+
+    found = installed(load_settings(tilth_home()))
+    if as_json:
+        import dataclasses
+        import json
+
+        print(json.dumps([dataclasses.asdict(f) for f in found], indent=2))
+    else:
+        for f in found:
+            print(f.line(), flush=True)
+    return 0
+
+
 def price_findings(paths: SessionPaths) -> list[Finding]:
     """The rates in force for the session's models (its recorded settings over this shell's), as `ok` lines."""
     from tilth.agents.pricing import rate_lines
@@ -109,4 +130,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     doctor.add_argument("--fix", action="store_true", help="repair what can be derived from git (as tilth resume "
                                                            "would); torn lines are moved aside, never dropped")
     doctor.add_argument("--json", action="store_true", help="the findings as a JSON list")
+    doctor.add_argument("--agents", action="store_true", help="which CLI agents are installed (each `<name>_bin`), "
+                                                              "their versions and whether each answers; no session")
     doctor.set_defaults(handler=cmd_doctor)

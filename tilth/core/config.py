@@ -46,9 +46,9 @@ class Price(BaseModel):
 
 
 AgentBackend = Literal["openai", "claude", "codex", "aider", "command",
-                       "copilot", "gemini"]
+                       "copilot", "gemini", "qwen", "opencode"]
 CLI_BACKENDS = ("claude", "codex", "aider", "command",
-                "copilot", "gemini")
+                "copilot", "gemini", "qwen", "opencode")
 
 
 MAX_COUNT = 10**12
@@ -193,8 +193,8 @@ class Settings(BaseModel):
     comma-separated)."""
     worker_backend: AgentBackend = "openai"
     """Who does the worker's turns: `openai` (tilth's own tool loop over the model endpoint), `claude`
-    (Claude Code), `codex` (Codex CLI), `aider`, `copilot` (Copilot CLI), `gemini` (Gemini CLI), or `command`
-    (any CLI agent, `worker_command`)."""
+    (Claude Code), `codex` (Codex CLI), `aider`, `copilot` (Copilot CLI), `gemini` (Gemini CLI), `qwen` (Qwen
+    Code), `opencode` (OpenCode), or `command` (any CLI agent, `worker_command`)."""
     evaluator_backend: AgentBackend = "openai"
     """Who judges each attempt, from the same choices (a CLI evaluator runs read-only)."""
     evaluators: list[AgentBackend] = Field(default_factory=list)
@@ -235,6 +235,14 @@ class Settings(BaseModel):
     """The Gemini CLI binary (`@google/gemini-cli`): a path, or a name found on PATH."""
     gemini_args: str = ""
     """Extra arguments for every Gemini CLI run, split like a shell line (e.g. `-m gemini-2.5-pro`)."""
+    qwen_bin: str = "qwen"
+    """The Qwen Code binary: a path, or a name found on PATH."""
+    qwen_args: str = ""
+    """Extra arguments for every Qwen Code run, split like a shell line (e.g. `--max-session-turns 40`)."""
+    opencode_bin: str = "opencode"
+    """The OpenCode binary: a path, or a name found on PATH."""
+    opencode_args: str = ""
+    """Extra arguments for every OpenCode run (`opencode run`), split like a shell line."""
     agent_timeout_s: float = Field(1800.0, gt=0)
     """Wall-clock limit of one CLI agent run; it and every process it started are then killed."""
     agent_pass_env: list[str] = Field(default_factory=list)

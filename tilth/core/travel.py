@@ -56,6 +56,7 @@ MACHINE_FIELDS = ("sandbox", "agent_network", "agent_host_ports", "base_url", "e
                   "sandbox_expose", "agent_max_processes", "max_agent_lanes", "lane_min_free_mb",
                   "check_slots",
                   "copilot_bin", "copilot_args", "gemini_bin", "gemini_args",
+                  "qwen_bin", "qwen_args", "opencode_bin", "opencode_args",
                   "worker_fallback", "evaluator_fallback")
 """Recorded with a session, but a dispatched session's worker puts its own in force: what confines
 the agent, which programs run and which endpoints get the keys are the worker machine's to decide,
@@ -92,6 +93,8 @@ AGENT_KEY_VARIABLES = {
     "aider": ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY"),
     "copilot": ("COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT_GITHUB_TOKEN"),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+    "qwen": ("OPENAI_API_KEY",),
+    "opencode": ("OPENAI_API_KEY",),
 }
 """The credentials each CLI agent reads from its environment (a login on disk needs none)."""
 

@@ -51,7 +51,8 @@ document({
 Answer = TypeVar("Answer")
 ROLE_FOR_ACCOUNTING = {"worker": "worker", "evaluator": "evaluator", "learner": "self_improvement"}
 LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "aider": "aider", "command": "a command",
-          "copilot": "Copilot CLI", "gemini": "Gemini CLI"}
+          "copilot": "Copilot CLI", "gemini": "Gemini CLI",
+          "qwen": "Qwen Code", "opencode": "OpenCode"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ class CliAgent:
             check_command(role, settings)
         else:
             binary(name, settings)
+        if name == "opencode":
+            from tilth.agents.backends.opencode_cli import opencode_model
+
+            opencode_model()  # refused at start, in one line, not at the first run
 
     def run(self, role: str, prompt: str, at: Where, parse: Callable[[str], Answer],
             attempt: str = "") -> tuple[Answer | None, str]:

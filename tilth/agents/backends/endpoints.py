@@ -18,6 +18,9 @@ PASSED = {
     "command": (),
     "copilot": ("COPILOT_", "GH_HOST"),
     "gemini": ("GEMINI_", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_API_KEY"),
+    # the Chat Completions CLIs: the endpoint, its key and the model, nothing else of tilth's environment
+    "qwen": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"),
+    "opencode": ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"),
 }
 """Variables (or prefixes, ending in `_`) each agent gets from tilth's environment."""
 LOOPBACK_URL = re.compile(r"\bhttps?://(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])(?::(\d{1,5}))?", re.I)
@@ -27,7 +30,7 @@ def endpoint_ports(settings: Settings) -> set[int]:
     """The ports of the loopback endpoints a CLI agent is pointed at (its variables, its arguments, a
     `command` agent's command line): its own network namespace forwards them to the host's loopback."""
     texts = [settings.claude_args, settings.codex_args, settings.aider_args, settings.worker_command or "",
-             settings.evaluator_command or ""]
+             settings.evaluator_command or "", settings.qwen_args, settings.opencode_args]
     texts += [settings.copilot_args, settings.gemini_args]
     wanted = tuple(prefix for names in PASSED.values() for prefix in names) + tuple(settings.agent_pass_env)
     texts += [value for key, value in os.environ.items() if key.startswith(wanted)]

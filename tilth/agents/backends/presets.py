@@ -44,7 +44,8 @@ def binary(name: str, settings: Settings) -> str:
     if found is None:
         install = {"claude": "npm install -g @anthropic-ai/claude-code", "codex": "npm install -g @openai/codex",
                    "aider": "pip install aider-chat", "copilot": "npm install -g @github/copilot",
-                   "gemini": "npm install -g @google/gemini-cli"}[name]
+                   "gemini": "npm install -g @google/gemini-cli", "qwen": "npm install -g @qwen-code/qwen-code",
+                   "opencode": "npm install -g opencode-ai"}[name]
         raise BadInput(f"the {name} agent binary {configured!r} is not found (not on PATH, or not executable): "
                        f"install it ({install}) or set TILTH_{name.upper()}_BIN to its path")
     return found
@@ -74,6 +75,20 @@ def launch(name: str, role: str, settings: Settings, prompt_file: Path, confinem
         from tilth.agents.backends.gemini_cli import gemini_launch
 
         return gemini_launch(binary(name, settings), role, settings, env, sandboxed, home)
+    if name == "qwen":
+        from tilth.agents.backends.qwen_cli import qwen_argv
+        from tilth.agents.backends.qwen_stream import QwenStream
+
+        private = private_config_dir(home, ".qwen", prompt_file)
+        argv, model = qwen_argv(binary("qwen", settings), role, settings, env, sandboxed, private)
+        return Launch(argv, env, QwenStream(), [private], model=model)
+    if name == "opencode":
+        from tilth.agents.backends.opencode_cli import opencode_argv
+        from tilth.agents.backends.opencode_stream import OpenCodeStream
+
+        private = private_config_dir(home, ".opencode", prompt_file)
+        argv, model = opencode_argv(binary("opencode", settings), role, settings, env, sandboxed, private)
+        return Launch(argv, env, OpenCodeStream(), [private], model=model)
     return _command(role, settings, env, prompt_file)
 
 
@@ -103,6 +118,15 @@ def _config_dir(env: dict[str, str], variable: str, default: str, home: Path | N
     directory = agent_config_dir(home, default, real) if home is not None else real
     directory.mkdir(parents=True, exist_ok=True)
     env[variable] = str(directory)
+    return directory
+
+
+def private_config_dir(home: Path | None, name: str, prompt_file: Path) -> Path:
+    """A Chat Completions CLI's (qwen, opencode) whole config dir, tilth's to write: the session's copy
+    (`agent_config_dir`, nothing of the user's seeded), or without a session the run's scratch dir,
+    never the user's own."""
+    directory = agent_config_dir(home, name, Path.home() / name) if home is not None else prompt_file.parent / name
+    directory.mkdir(mode=0o700, exist_ok=True)
     return directory
 
 

@@ -18,7 +18,7 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
         return scripted_backend(choice)
     if choice.name not in ("openai", "agents"):
         raise BadInput(f"unknown backend {choice.name!r}; use `openai` (set TILTH_BASE_URL), a CLI agent "
-                       "(TILTH_WORKER_BACKEND=claude|codex|aider|copilot|gemini|command) or `scripted` (tests/demo)")
+                       "(TILTH_WORKER_BACKEND=claude|codex|aider|copilot|gemini|qwen|opencode|command) or `scripted` (tests/demo)")
     from tilth.agents.backends.command import LABELS, CliEvaluator, CliLearner, CliWorker
     from tilth.agents.backends.fallback import Fallback, FallbackEvaluator, FallbackWorker
     from tilth.agents.backends.openai_agents import OpenAIEvaluator, OpenAILearner, OpenAIWorker
@@ -32,7 +32,7 @@ def make_backend(choice: BackendChoice, settings: Settings, meter: Meter) -> Bac
                            f"TILTH_{role.upper()}_MODEL")
     online = sorted({settings.worker_backend, *settings.evaluator_backends(), settings.worker_fallback or "openai",
                      settings.evaluator_fallback or "openai"} &
-                    {"claude", "codex", "aider", "copilot", "gemini"})
+                    {"claude", "codex", "aider", "copilot", "gemini", "qwen", "opencode"})
     if online and settings.agent_network == "off":
         raise BadInput(f"agent_network = off would cut {' and '.join(online)} off its own model endpoint (it runs "
                        "inside the sandbox): set TILTH_AGENT_NETWORK=on")
