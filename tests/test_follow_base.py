@@ -12,7 +12,11 @@ import pytest
 
 from conftest import git, task, wait_for_pause
 from fake_github import FakeGitHub
-from test_follow import follow_once, github, gh_installed, shown_pr  # noqa: F401 (fixtures)
+import test_follow
+from test_follow import follow_once, shown_pr
+
+github_fixture = test_follow.github
+gh_installed = test_follow.gh_installed
 
 SESSION = {"tasks": {"T-1": [{"write": {"README.md": "# sample\nsession line\n", "greet.txt": "hello\n"}}]}}
 
@@ -47,7 +51,8 @@ def pushes(github: FakeGitHub) -> int:
 
 
 @pytest.mark.slow
-def test_a_base_that_moved_is_replayed_rechecked_fixed_by_a_task_and_pushed_with_a_lease(sandbox, github):
+def test_a_base_that_moved_is_replayed_rechecked_fixed_by_a_task_and_pushed_with_a_lease(sandbox, github_fixture):
+    github = github_fixture
     opened(sandbox, {**SESSION, "tasks": {**SESSION["tasks"], "BASE-1": [{"delete": ["broken.txt"]}]}},
            "--check", "test ! -e broken.txt")
     old = github.tip("session/s1")
@@ -74,7 +79,8 @@ def test_a_base_that_moved_is_replayed_rechecked_fixed_by_a_task_and_pushed_with
 
 
 @pytest.mark.slow
-def test_a_push_meanwhile_refuses_the_lease_and_nothing_is_lost_and_a_restart_acts_once(sandbox, github):
+def test_a_push_meanwhile_refuses_the_lease_and_nothing_is_lost_and_a_restart_acts_once(sandbox, github_fixture):
+    github = github_fixture
     opened(sandbox, SESSION)
     advance(sandbox, github, "main", {"other.txt": "base\n"}, "base-moved")
     killed = sandbox.spawn("follow", "s1", "--once", env={"TILTH_TEST_PAUSE_AT": "pr_rebase_push"})
@@ -95,7 +101,8 @@ def test_a_push_meanwhile_refuses_the_lease_and_nothing_is_lost_and_a_restart_ac
 
 
 @pytest.mark.slow
-def test_a_text_conflict_is_resolved_by_a_task_and_one_in_meaning_parks(sandbox, github):
+def test_a_text_conflict_is_resolved_by_a_task_and_one_in_meaning_parks(sandbox, github_fixture):
+    github = github_fixture
     resolved = "# sample\nbase line\nsession line\n"
     opened(sandbox, {"tasks": {**SESSION["tasks"], "BASE-1": [{"write": {"README.md": resolved}}]}})
     base = advance(sandbox, github, "main", {"README.md": "# sample\nbase line\n"}, "base-edit")
