@@ -98,7 +98,12 @@ def poll(paths: SessionPaths, record: SessionRecord, pr: PrRecord, forge: Forge,
     events.emit("pr_polled", number=pr.number, state=pr.state, conditions=pr.conditions, head=pr.head)
     if not pr.followed or pr.state == "needs_person":
         return Poll(pr, said)
-    if "ci_failing" in reading.conditions and "conflicted" not in reading.conditions:
+    if "conflicted" in reading.conditions or ("behind" in reading.conditions and "ci_failing" not in reading.conditions):
+        from tilth.cli.follow_base import follow_base
+
+        follow_base(paths, record, pr, facts, events, said, run_session, lambda question: parked(paths, pr, events,
+                                                                                                  question, said))
+    elif "ci_failing" in reading.conditions:
         fix_ci(paths, record, pr, forge, facts, reading, events, said, run_session)
     elif pr.state == "green" and pr.acted.get("green") != pr.head:
         pr.acted["green"] = pr.head
@@ -162,6 +167,11 @@ def carry(paths: SessionPaths, record: SessionRecord, pr: PrRecord, task_id: str
         pushed = review.push(record, pr.remote)
         events.emit("pr_pushed", number=pr.number, head=pushed.sha)
         said.append(f"{pushed.describe()} (follow-up {task_id})")
+
+
+def parked(paths: SessionPaths, pr: PrRecord, events: EventLog, question: str, said: list[str]) -> None:
+    park(paths, pr, events, question)
+    said.append(in_words("needs_person", pr.number, 0, pr.question))
 
 
 def park(paths: SessionPaths, pr: PrRecord, events: EventLog, question: str) -> None:

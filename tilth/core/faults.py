@@ -18,6 +18,7 @@ import threading
 import time
 
 POINTS = {
+    "pr_rebase_push": "tilth follow rebased the session branch and checked it; the push with its lease is not made",
     "worker": "the worker has edited the worktree but not returned its case",
     "before_commit": "an accept verdict is in the ledger; the task commit is not made",
     "after_commit": "the task commit exists; prd.json still says in_progress",
