@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tilth.cli import review
+from tilth.cli.follow_reviews import Hands, act as act_on_reviews
 from tilth.core.clock import iso
 from tilth.core.faults import checkpoint
 from tilth.core.notify_send import send
@@ -105,6 +106,9 @@ def poll(paths: SessionPaths, record: SessionRecord, pr: PrRecord, forge: Forge,
                                                                                                   question, said))
     elif "ci_failing" in reading.conditions:
         fix_ci(paths, record, pr, forge, facts, reading, events, said, run_session)
+    elif "conflicted" not in reading.conditions and act_on_reviews(paths, record, pr, forge, facts, events, said,
+                                                                   run_session, Hands(carry, park, quoted, FIX_BUDGET)):
+        pass
     elif pr.state == "green" and pr.acted.get("green") != pr.head:
         pr.acted["green"] = pr.head
         save_pr(paths.dir, pr)

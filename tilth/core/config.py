@@ -260,6 +260,9 @@ class Settings(BaseModel):
     notify: list[str] = Field(default_factory=list)
     """Where to tell a person that a session ended, a task failed or a cap tripped: apprise URLs
     (`ntfy://`, `slack://`, `mailto://`, `json://host/path`, ...; env: comma-separated)."""
+    pr_reviewers: list[str] = Field(default_factory=list)
+    """GitHub logins whose review comments on a followed PR become work even without write access to the
+    repository (those with admin, maintain or write permission are heeded already; env: comma-separated)."""
     script_runs_keep: int = Field(500, ge=0)
     """Script artifacts (`sessions/<id>/runs/run-<id>/`) kept per session; the oldest go first; 0 writes none."""
     agent_max_processes: int = Field(512, ge=0)

@@ -41,6 +41,8 @@ POINTS = {
     "after_worktree": "`tilth start`: branch and worktree exist; the staging dir holds only the creation record",
     "before_session_dir": "`tilth start`: the staging dir is complete (session.json too) but not renamed into place",
     "pr_task_added": "`tilth follow`: a CI failure's follow-up task is in the plan; pr.json does not count it yet",
+    "pr_review_task_added": "`tilth follow`: a review batch's follow-up task is in the plan; pr.json does not "
+                            "record it yet",
 }
 
 

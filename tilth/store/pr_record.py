@@ -40,6 +40,12 @@ class PrRecord:
     question: str = ""
     """Why the PR waits for a person (needs_person)."""
     polled: str = ""
+    reviews: dict[str, str] = field(default_factory=dict)
+    """Each review item (thread id, `review:<hash>`) made into a follow-up task: item -> task."""
+    replied: list[str] = field(default_factory=list)
+    """Review threads answered on the PR (at most once each)."""
+    unheeded: list[str] = field(default_factory=list)
+    """Review comments from people without write access: shown to the person, never to an agent."""
 
     @property
     def followed(self) -> bool:
@@ -57,7 +63,8 @@ def pr_path(session_dir: Path) -> Path:
 
 TYPES: dict[str, type | tuple[type, ...]] = {
     "number": int, "url": str, "repo": str, "remote": str, "state": str, "head": str, "base": str,
-    "conditions": list, "fixes": dict, "reruns": list, "acted": dict, "question": str, "polled": str}
+    "conditions": list, "fixes": dict, "reruns": list, "acted": dict, "question": str, "polled": str,
+    "reviews": dict, "replied": list, "unheeded": list}
 
 
 def load_pr(session_dir: Path) -> PrRecord | None:

@@ -245,6 +245,7 @@ def render_one(summary: dict[str, Any]) -> str:
     ]
     if pr := summary.get("pr"):
         lines.append(f"pr       {in_words(pr['state'], pr['number'], pr['fixes'], pr.get('question') or '')} ({pr['url']})")
+        lines += [f"pr       {line}" for line in pr.get("unheeded") or []]
     lines += [f"commits  {_commits(summary['commits'])}"] if summary.get("commits") else []
     lines += [f"caps     {_caps(summary['caps'])}"] if summary.get("caps") else []
     lines += [f"lanes    {running_text(summary['lanes'])}"] if summary.get("lanes") else []

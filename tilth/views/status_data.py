@@ -160,7 +160,9 @@ def pull_request(paths: SessionPaths) -> dict[str, Any] | None:
         pr = load_pr(paths.dir)
     except BadInput:
         return None
-    return {**pr.shown(), "question": pr.question} if pr else None
+    if pr is None:
+        return None
+    return {**pr.shown(), "question": pr.question, **({"unheeded": pr.unheeded} if pr.unheeded else {})}
 
 
 LIVE = (SessionState.running, SessionState.paused, SessionState.crashed)
