@@ -108,6 +108,35 @@ def test_kill_9_in_a_parallel_landing_then_resume(sandbox, point):
 
 
 @pytest.mark.slow
+def test_doctor_fix_clears_what_a_kill_in_a_landing_left_before_any_run(sandbox):
+    """What `lane_cleanup.clear_lanes` itself leaves (no resumed run tidies up after it): the lanes
+    gone, the session worktree back at the branch tip (the merge the kill cut short undone), the
+    in-progress task's lane work kept as its partial ref and the task pending."""
+    plan = sandbox.write_json("prd.json", [task("T-1"), task("T-2")])
+    scenario = sandbox.write_json("scenario.json", {"tasks": ACCEPTING})
+    env = {"TILTH_SANDBOX": "off", "TILTH_FINAL_REVIEW": "false", "TILTH_TEST_PAUSE_AT": "merge_shown@T-2"}
+    child = sandbox.spawn("start", "--repo", str(sandbox.repo), "--prd", str(plan), "--id", "s1", "--backend",
+                          "scripted", "--scenario", str(scenario), "--foreground", "--parallel", "2", env=env)
+    wait_for_pause(child, "merge_shown")
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL
+    worktree, lanes = sandbox.worktree("s1"), sandbox.home / "lanes" / "s1"
+    assert git(worktree, "status", "--porcelain") != "", "the kill cut a merge short in the session worktree"
+    assert (lanes / "T-2").is_dir()
+
+    fixed = sandbox.tilth("doctor", "s1", "--fix")
+    assert "lanes removed: T-2" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert git(sandbox.repo, "branch", "--list", "tilth-lane/*") == ""
+    assert "+" not in git(sandbox.repo, "worktree", "list") and not lanes.exists()
+    assert git(worktree, "status", "--porcelain") == ""
+    assert git(worktree, "rev-parse", "HEAD") == git(sandbox.repo, "rev-parse", "session/s1")
+    kept = git(sandbox.repo, "for-each-ref", "--format=%(objectname)", "refs/tilth/partial/s1/T-2").strip()
+    assert kept and git(sandbox.repo, "show", f"{kept}:t2.py") == "two = 2\n", "T-2's lane work kept"
+    assert sandbox.statuses("s1")["T-2"] == "pending"
+    assert_files_intact(sandbox, "s1")
+
+
+@pytest.mark.slow
 def test_conflicts_and_redos_survive_a_kill_9_in_the_reports_parallel_line(sandbox):
     """C2's change conflicts with C1's (both add shared.txt) and runs again on the new head; the run is
     killed while that redo lands, so the killed run's figures never reach lanes.json: the resumed

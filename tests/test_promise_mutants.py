@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import promise_mutants  # noqa: E402
 
-OWED_CEILING = 2
+OWED_CEILING = 0
 """The promises still owed a breakage: lower it with each one paid, never raise it."""
 
 
