@@ -14,14 +14,14 @@ from test_follow import FIX, ci_tasks, flaky, follow_once, gh_installed, github,
 
 
 @pytest.mark.slow
-def test_with_follow_pr_the_supervisor_reruns_a_flaky_pr_once_and_sees_it_green(sandbox, daemon, github):
+def test_with_follow_pr_the_supervisor_reruns_a_flaky_pr_once_and_sees_it_green(sandbox, daemon, github):  # noqa: F811
     github.ci = flaky
     opened(sandbox, github)
     pr_file = sandbox.session_dir("s1") / "pr.json"
     start_supervisor(sandbox, env={"TILTH_FOLLOW_PR": "true", "TILTH_FOLLOW_POLL_S": "0.3"})
 
     wait_until(sandbox.session_dir("s1"), lambda: json.loads(pr_file.read_text())["state"] == "green",
-               "the supervisor to carry the PR to green", timeout=90)
+               "the supervisor to carry the PR to green", timeout=60)
     assert github.calls("rerun-failed-jobs") == 1, "re-run once, by the supervisor's own poll"
     assert not ci_tasks(sandbox), "a flaky failure reaches no agent"
     polls = [e for e in sandbox.events("s1") if e["type"] == "pr_polled"]
@@ -32,7 +32,7 @@ HOSTILE = "<x-check onload=alert(1)>"
 
 
 @pytest.mark.slow
-def test_the_dashboard_and_report_show_the_pr_and_its_follow_ups_with_forge_text_as_text(sandbox, github, served):
+def test_the_dashboard_and_report_show_the_pr_and_its_follow_ups_with_forge_text_as_text(sandbox, github, served):  # noqa: F811
     def ci(sha: str, _attempt: int) -> list[Job]:
         fixed = github.file_at(sha, "fix.txt") is not None
         return [Job(HOSTILE, "success" if fixed else "failure", f"step {HOSTILE}", f"{HOSTILE}\n")]
