@@ -39,6 +39,10 @@ def cmd_follow(args: argparse.Namespace) -> int:
     from tilth.cli.follow_pr import follow
 
     paths, record = pick_session(args.id)
+    if args.poll is None:
+        from tilth.core.settings_load import load_settings
+
+        args.poll = load_settings(paths.home).follow_poll_s
     pr = follow(paths, record, args.once, args.poll, say=lambda line: print(line, flush=True))
     return 1 if pr.state == "needs_person" else 0
 
@@ -97,7 +101,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     follow = session_command(sub, "follow", "carry the session's pull request to green: re-run a flaky job once, "
                              "turn a CI failure into a follow-up task pushed to the PR; never merges", cmd_follow)
     follow.add_argument("--once", action="store_true", help="one poll: read, act, exit (for scripts and cron)")
-    follow.add_argument("--poll", type=float, default=60.0, help="seconds between polls (default 60, with jitter)")
+    follow.add_argument("--poll", type=float, default=None,
+                        help="seconds between polls (default: the follow_poll_s setting, 60; with jitter)")
 
     session_command(sub, "diff", "the session branch against its base commit", cmd_diff)
 

@@ -168,6 +168,13 @@ class Settings(BaseModel):
     """With `[dispatch]`: the supervisor looks every `maintenance_s` whether the broker came back empty
     (restarted without persistence) and, if so, does `tilth resume --forgotten` by itself: finished
     sessions registered again as their record on the remote shows them, unfinished ones queued."""
+    follow_pr: bool = False
+    """The supervisor follows every open pull request tilth opened (`tilth follow ID --once` as its child,
+    one at a time, every follow_poll_s per PR). Off by default: following runs agents and pushes to the
+    forge unattended, which `tilth pr` alone never asked for."""
+    follow_poll_s: float = Field(60.0, gt=0)
+    """Seconds between two polls of one followed pull request (with jitter of 10%); `tilth follow`'s
+    default `--poll`."""
     request_timeout: float = Field(300.0, gt=0)
     """Seconds one HTTP request to the model may take."""
     max_retries: int = Field(6, ge=0)

@@ -43,10 +43,10 @@ SESSION_FIELDS = (
 """What the task list needs to run the same way anywhere: models, budgets, caps, checks, prices."""
 
 SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attempts", "auto_resume_backoff_s",
-                     "auto_resume_backoff_max_s", "requeue_forgotten")
+                     "auto_resume_backoff_max_s", "requeue_forgotten", "follow_pr")
 """Settings of the supervisor itself."""
 
-LOCAL_FIELDS = ("notify", "dispatch", "pr_reviewers")
+LOCAL_FIELDS = ("notify", "dispatch", "pr_reviewers", "follow_poll_s")
 """Settings each process takes from its own environment and config.toml (scope `process`), never
 recorded with a session: notification URLs carry tokens; the broker and remote are each machine's."""
 

@@ -1,5 +1,6 @@
 """One child process per running session: `python -m tilth run <id>`; the dashboard (`Dashboard`) and the
-look for sessions an emptied broker forgot (`Recovery`) are the supervisor's children too.
+look for sessions an emptied broker forgot (`Recovery`) and the polls of followed pull requests (`Follower`)
+are the supervisor's children too.
 
 Each child is the leader of its own process group (start_new_session), so a session's
 tools die with it on `tilth stop --now`, a Ctrl-C at the supervisor's terminal does not
@@ -92,6 +93,23 @@ class Recovery:
 
     def __init__(self, home: Path):
         argv = [sys.executable, "-m", "tilth", "resume", "--from-supervisor"]
+        env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=home, env=env, start_new_session=True)
+        self.pid = self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll()
+
+
+class Follower:
+    """`python -m tilth follow <id> --once` (with `follow_pr`): one poll of a session's pull request and
+    what it acts on (a re-run, a follow-up task run through the session's own worker and evaluator, a
+    push); the supervisor itself never talks to the forge. Its lines go to the supervisor's log."""
+
+    def __init__(self, home: Path, session_id: str):
+        self.session_id = session_id
+        argv = [sys.executable, "-m", "tilth", "follow", session_id, "--once"]
         env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=home, env=env, start_new_session=True)
         self.pid = self.proc.pid

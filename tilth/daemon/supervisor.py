@@ -4,9 +4,9 @@ auto-resume time after a backoff, or a reason saying its auto-resumes are used u
 re-queue done sessions whose plan grew, queue crashed sessions whose auto-resume time has
 come and paused sessions whose usage limit has lifted (both as `tilth resume` would), start
 queued sessions that are due while slots are free, and ask to be woken at the next scheduled
-start, auto-resume or end of a pause, and (with `[dispatch]`) look now and then for sessions a broker
-that came back empty forgot. Everything else only calls it, one tick at a time (a
-lock): the apscheduler jobs (the periodic rescan, and date jobs for `--at` start times,
+start, auto-resume or end of a pause, (with `[dispatch]`) look now and then for sessions a broker
+that came back empty forgot, and (with `follow_pr`) poll the open pull requests tilth opened.
+Everything else only calls it, one tick at a time (a lock): the apscheduler jobs (the periodic rescan, and date jobs for `--at` start times,
 auto-resume backoffs and ends of pauses), the sessions/ watcher, and a thread per child that
 reports the child's exit. The process around it (lock, signals, shutdown) is in process.py.
 """
@@ -29,6 +29,7 @@ from tilth.daemon import queue, transitions
 from tilth.daemon.children import Child, Recovery, describe_exit
 from tilth.daemon.control import DaemonLock
 from tilth.daemon.crash_notice import Notices
+from tilth.daemon.following import Follows
 from tilth.daemon.revive import look
 from tilth.daemon.watcher import Watcher
 from tilth.store.events import read_events
@@ -63,6 +64,7 @@ class Supervisor:
         self._wakes: set[datetime] = set()
         self.recovery: Recovery | None = None
         self._recovery_due: datetime | None = None
+        self.follows = Follows(home)
         self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
             "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         self.watcher = Watcher(home / "sessions", self.wake)
@@ -94,6 +96,7 @@ class Supervisor:
                         seen = self._look()
                     self._launch(queue.to_start(now, seen, settings.max_parallel_sessions))
                     self._look_for_forgotten(settings, now)
+                    self.follows.tick(settings, seen, now)
                     self._schedule(now, queue.wakes(now, seen, policy))
             except Exception:
                 log.exception("tick failed; the next one retries")
@@ -267,6 +270,7 @@ class Supervisor:
         self.watcher.stop()
         with self._tick_lock:
             running = list(self.children.values())
+            self.follows.stop()
         for child in running:
             log.info("session %s: asking runner pid %d to stop after its iteration", child.paths.id, child.pid)
             child.terminate()

@@ -3,13 +3,16 @@ what it cost, and the exact next command. Written to `sessions/<id>/report.md` a
 
 from __future__ import annotations
 
+from tilth.core.errors import BadInput
 from tilth.store.home import SessionPaths
+from tilth.store.pr_record import load_pr
 from tilth.store.jsonio import write_atomic
 from tilth.store.rollup import load_rollup
 from tilth.views.asking import answer_command, question_lines
 from tilth.views.fallbacks import fallback_lines
 from tilth.views.figures import plural, spend
 from tilth.views.parallel_figures import parallel_lines
+from tilth.views.pr_state import pr_words
 from tilth.views.reasons import task_outcome
 from tilth.views.proof import proof_lines
 from tilth.views.tally import SessionTally, TaskTally, duration, money, resume_command, tally, token_count
@@ -69,6 +72,17 @@ def commit_count(t: SessionTally) -> str:
     return line
 
 
+def pr_line(paths: SessionPaths) -> list[str]:
+    """`PR:         PR #1 CI failing; 1 follow-up fix pushed (<url>)`, as `tilth follow` last saw it."""
+    try:
+        pr = load_pr(paths.dir)
+    except BadInput as exc:
+        return [f"PR:         unreadable ({exc})"]
+    if pr is None:
+        return []
+    return [f"PR:         {pr_words(pr.shown() | {'question': pr.question})} ({pr.url})"]
+
+
 def headline(t: SessionTally) -> str:
     """`Session s1: failed`, `Session s1: stopped by `tilth stop``, `Session s1: stopped (cap ... reached)`."""
     if t.reason and t.reason.split(" ", 1)[0] == t.state:
@@ -102,6 +116,7 @@ def build_report(paths: SessionPaths) -> str:
                                                      if t.runs > 1 else ""),
         f"Git: {t.base_commit[:7]} -> {head} on {t.branch}",
         f"Commits:    {commit_count(t)}",
+        *pr_line(paths),
         f"Next: tilth pr {t.id}" if t.all_done else f"Next: {answer_command(t.id, parked[0])}" if parked
         else f"Next: {resume_command(t.id)}",
     ]

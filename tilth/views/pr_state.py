@@ -8,6 +8,7 @@ PR in conflict gets no CI at all, so "0 checks" is never green.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tilth.git.forge import Check, PullFacts
 
@@ -72,3 +73,18 @@ def in_words(state: str, number: int, fixes: int, question: str = "") -> str:
     fixed = f"; {fixes} follow-up fix{'es' if fixes != 1 else ''} pushed" if fixes else ""
     asked = f": {question}" if state == "needs_person" and question else ""
     return f"PR #{number} {WORDS.get(state, state)}{asked}{fixed}"
+
+
+FOLLOWUP_PREFIXES = ("CI-", "RV-", "BASE-")
+"""The follow-up tasks `tilth follow` adds: a CI failure, a batch of review comments, a conflict with the base."""
+
+
+def followups(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan's follow-up tasks, in plan order (each task as `tilth status --json` shows it)."""
+    return [t for t in tasks if str(t.get("id", "")).startswith(FOLLOWUP_PREFIXES)]
+
+
+def pr_words(pr: dict[str, Any]) -> str:
+    """`tilth status --json`'s `pr` in words: `PR #1 CI failing; 1 follow-up fix pushed`."""
+    return in_words(str(pr.get("state", "")), int(pr.get("number", 0)), int(pr.get("fixes", 0)),
+                    str(pr.get("question") or ""))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilth.views.figures import money
+from tilth.views.pr_state import pr_words
 from tilth.views.status import rows
 from tilth.web.assets import SESSIONS_JS
 from tilth.web.pages import bar, duration, e, href, page
@@ -66,7 +67,8 @@ def sessions_rows(summaries: list[dict[str, Any]]) -> str:
         sid, state, progress, current, elapsed, _tokens, cost, _branch = rows([s])[0]
         total = len(s.get("tasks") or [])
         out.append(f'<tr data-session="{e(sid)}" class="row-{e(s["state"])}"><td>{link}</td>'
-                   f'<td><span class="state badge state-{e(s["state"])}">{e(state)}</span></td>'
+                   f'<td><span class="state badge state-{e(s["state"])}">{e(state)}</span>'
+                   + (f'<div class="pr muted">{e(pr_words(s["pr"]))}</div>' if s.get("pr") else "") + '</td>'
                    f'<td class="progress">{bar(s.get("tasks_done", 0), total)}{e(progress)}</td>'
                    f'<td class="current">{e(current)}</td><td class="num">{e(cost)}</td>'
                    f'<td class="num narrow-hide">{e(elapsed)}</td><td class="muted narrow-hide">{e(s.get("created"))}</td>'

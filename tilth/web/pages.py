@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tilth.views.figures import dollars, spend, verdict_label
+from tilth.views.pr_state import followups, pr_words
 from tilth.views.status import receipt_text, rows, task_state
 from tilth.web.assets import CSS, SESSION_JS, SESSIONS_JS
 from tilth.web.data import Attempt, CommitDiff
@@ -47,8 +48,20 @@ def head(s: dict[str, Any]) -> str:
     backend = e(s.get("backend")) + (" (test/demo backend, no model)" if s.get("backend") == "scripted" else "")
     return (f'<div>state: <b class="state badge state-{e(s["state"])}">{e(state)}</b>, '
             f'{bar(s.get("tasks_done", 0), len(s.get("tasks") or []))}{e(progress)} done, current {e(current)}</div>'
-            f'{reason}<div class="muted">branch {e(branch)} · backend {backend} · '
+            f'{reason}{pull_request(s)}<div class="muted">branch {e(branch)} · backend {backend} · '
             f'{e(tokens)} tokens · {e(cost)} · elapsed {e(elapsed)}</div>')
+
+
+def pull_request(s: dict[str, Any]) -> str:
+    """The PR's state in words, its URL as text (never a link the page follows) and its follow-up tasks."""
+    pr = s.get("pr")
+    if not pr:
+        return ""
+    tasks = "".join(f'<li data-followup="{e(t["id"])}">{e(t["id"])} {e(t["title"])}: {e(task_state(t))}</li>'
+                    for t in followups(s.get("tasks") or []))
+    return (f'<div class="pr" data-pr-state="{e(pr.get("state"))}">{e(pr_words(pr))} '
+            f'<span class="muted">{e(pr.get("url"))}</span></div>'
+            + (f'<ul class="followups">{tasks}</ul>' if tasks else ""))
 
 
 def duration(seconds: float | None) -> str:
