@@ -137,5 +137,6 @@ def test_kill_9_at_random_instants_with_parallel_lanes_then_resume_until_done(sa
                 break
             assert code is None, f"{where}: a run ended with exit {code}"
         else:
-            assert run_killing(sandbox, ["resume", sid, "--foreground"], 180) == 0, where
+            last = run_killing(sandbox, ["resume", sid, "--foreground"], 180)  # the last kill may have come after done
+            assert last == 0 or finished_before(sandbox, sid, last), where
         check_parallel_invariants(sandbox, sid, where)
