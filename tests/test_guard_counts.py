@@ -39,6 +39,7 @@ def counted(sandbox, session_id: str) -> list[dict]:
     return [e["data"] for e in sandbox.events(session_id) if e["type"] == "tests_counted"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("changed, said", [
     (CORE.replace("def test_one():\n    assert 1 + 1 == 2\n\n\n", ""),
      "tests/test_core.py (no longer collects tests/test_core.py::test_one)"),
@@ -61,6 +62,7 @@ def test_a_test_removed_or_newly_skipped_is_refused_with_its_id_named(sandbox, c
     assert len(listed) == 1 and listed[0]["before"] == 4, listed
 
 
+@pytest.mark.slow
 def test_a_test_added_and_none_lost_passes_and_the_task_may_allow_a_removal(sandbox):
     commit_files(sandbox.repo, {"tests/test_core.py": CORE})
     grown = CORE + "\n\ndef test_four():\n    assert True\n"

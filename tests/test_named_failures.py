@@ -60,6 +60,7 @@ def prompts(sandbox, session_id: str, role: str) -> list[str]:
     return [r["prompt"] for r in rows if r["role"] == role]
 
 
+@pytest.mark.slow
 @pytest.mark.bwrap
 def test_a_verify_over_the_whole_suite_with_a_test_failing_at_base_is_accepted_and_the_report_names_it(suite):
     criterion = {"text": "the whole suite passes", "verify": PYTEST}
@@ -82,6 +83,7 @@ def test_a_verify_over_the_whole_suite_with_a_test_failing_at_base_is_accepted_a
     assert "session/s1" in doctor.stdout and "failed, yet its commit" not in doctor.stdout, doctor.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.bwrap
 def test_a_regressions_verdict_retry_prompt_and_ledger_name_the_broken_test_for_pytest_and_unittest(suite):
     broken = {"write": {"calc.py": CALC.replace("a + b", "a - b")}}
