@@ -22,6 +22,7 @@ MOMENTS = [TODAY.replace(hour=hour, minute=0) for hour in (3, 12, 20)]
 """A sheet is today's prices (dated ones resolved), at any time of day."""
 
 
+@pytest.mark.slow
 def test_the_sheet_prices_every_library_model_as_the_library_does():
     import genai_prices
     from genai_prices.data_snapshot import get_snapshot
