@@ -197,6 +197,18 @@ def _own_directory(parent_fd: int, name: str) -> int:
     return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
 
 
+def _fresh_file(directory_fd: int, name: str) -> int:
+    """`name` in the directory made anew, 0600, for writing: whatever stood there (a link the agent
+    planted, a directory) removed first, never followed."""
+    try:
+        os.unlink(name, dir_fd=directory_fd)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        shutil.rmtree(name, dir_fd=directory_fd)
+    return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory_fd)
+
+
 def _same_file(path: Path, info: os.stat_result) -> bool:
     try:
         other = os.stat(path)
@@ -215,14 +227,7 @@ def _seed(source: Path, directory_fd: int, name: str) -> None:
         info = os.fstat(src.fileno())
         if not stat.S_ISREG(info.st_mode):
             return
-        try:
-            os.unlink(name, dir_fd=directory_fd)
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:
-            shutil.rmtree(name, dir_fd=directory_fd)
-        target_fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory_fd)
-        with os.fdopen(target_fd, "wb") as dst:
+        with os.fdopen(_fresh_file(directory_fd, name), "wb") as dst:
             shutil.copyfileobj(src, dst)
             os.utime(dst.fileno(), ns=(info.st_atime_ns, info.st_mtime_ns))
 
@@ -232,14 +237,7 @@ def write_private(directory: Path, name: str, data: bytes) -> Path:
     descriptor: whatever the agent left at that name (a symlink, a directory) is removed, never followed."""
     directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        try:
-            os.unlink(name, dir_fd=directory_fd)
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:
-            shutil.rmtree(name, dir_fd=directory_fd)
-        target_fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=directory_fd)
-        with os.fdopen(target_fd, "wb") as target:
+        with os.fdopen(_fresh_file(directory_fd, name), "wb") as target:
             target.write(data)
     finally:
         os.close(directory_fd)

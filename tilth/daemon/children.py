@@ -92,9 +92,7 @@ class Recovery:
     (the supervisor itself never talks to the broker). Its few lines go to the supervisor's log."""
 
     def __init__(self, home: Path):
-        argv = [sys.executable, "-m", "tilth", "resume", "--from-supervisor"]
-        env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=home, env=env, start_new_session=True)
+        self.proc = tilth_child(home, "resume", "--from-supervisor")
         self.pid = self.proc.pid
 
     @property
@@ -109,9 +107,7 @@ class Follower:
 
     def __init__(self, home: Path, session_id: str):
         self.session_id = session_id
-        argv = [sys.executable, "-m", "tilth", "follow", session_id, "--once"]
-        env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, cwd=home, env=env, start_new_session=True)
+        self.proc = tilth_child(home, "follow", session_id, "--once")
         self.pid = self.proc.pid
 
     @property
@@ -136,3 +132,10 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit {code}"
+
+
+def tilth_child(home: Path, *args: str) -> subprocess.Popen[bytes]:
+    """`python -m tilth <args>` for this home, in a process group of its own, its output the supervisor's."""
+    env = {**{k: v for k, v in os.environ.items() if k != PAUSE_ENV}, "TILTH_HOME": str(home)}
+    return subprocess.Popen([sys.executable, "-m", "tilth", *args], stdin=subprocess.DEVNULL, cwd=home, env=env,
+                            start_new_session=True)

@@ -85,3 +85,14 @@ def cut(text: object, limit: int = STEP_CHARS) -> str:
     """One line of at most `limit` characters."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def flatten(content: object) -> str:
+    """A message's content as text: a list of parts (Anthropic's and Qwen's shape) joined, their `text`."""
+    if isinstance(content, list):
+        return " ".join(flatten(part.get("text", "") if isinstance(part, dict) else part) for part in content)
+    return "" if content is None else str(content)
+
+
+def one_line(text: object) -> str:
+    return " ".join(str(text).split())

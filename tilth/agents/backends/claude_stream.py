@@ -24,7 +24,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
+from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut, flatten, one_line
 
 
 class ClaudeStream:
@@ -68,7 +68,7 @@ class ClaudeStream:
             # killed before the end: the last API error, if nothing came after it, is how it ended
             if self._api_error is not None:
                 report.is_error = True
-                report.error = _one_line(_text_of(self._api_error))
+                report.error = one_line(_text_of(self._api_error))
                 report.limit = self._limit_of(self._api_error, report.error)
             return report
         report.cost_usd = result.get("total_cost_usd")
@@ -82,7 +82,7 @@ class ClaudeStream:
             report.cache_write_tokens = int(usage.get("cache_creation_input_tokens") or 0)
         report.is_error = bool(result.get("is_error"))
         if report.is_error:
-            report.error = _one_line(result.get("result") or result.get("terminal_reason") or "error")
+            report.error = one_line(result.get("result") or result.get("terminal_reason") or "error")
             report.limit = self._limit_of(result, report.error)
         elif isinstance(result.get("result"), str):
             report.final_text = result["result"]
@@ -142,7 +142,7 @@ class ClaudeStream:
         steps = []
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                text = _flatten(block.get("content"))
+                text = flatten(block.get("content"))
                 if block.get("is_error"):
                     text = f"error: {text}"
                 steps.append(Step("tool_result", cut(text), self._tool_names.get(block.get("tool_use_id", ""))))
@@ -158,17 +158,9 @@ def _count(usage: dict[str, Any], key: str) -> int:
 
 
 def _text_of(event: dict[str, Any]) -> str:
-    return _flatten((event.get("message") or {}).get("content"))
+    return flatten((event.get("message") or {}).get("content"))
 
 
-def _flatten(content: object) -> str:
-    if isinstance(content, list):
-        return " ".join(_flatten(part.get("text", "") if isinstance(part, dict) else part) for part in content)
-    return "" if content is None else str(content)
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
 
 
 def _from_unix(value: object) -> datetime | None:

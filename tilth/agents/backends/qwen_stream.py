@@ -22,7 +22,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut
+from tilth.agents.backends.agent_stream import AgentReport, Limit, Step, cut, flatten, one_line
 
 RATE_LIMITED = re.compile(r"^\[API Error: 429\b")
 QUOTA_EXHAUSTED = re.compile(r"^Quota exhausted:", re.IGNORECASE)
@@ -76,7 +76,7 @@ class QwenStream:
         failed = said is not None and (API_ERROR.match(said) or QUOTA_EXHAUSTED.match(said))
         report.is_error = bool(failed) or bool(result is not None and result.get("is_error"))
         if report.is_error:
-            report.error = _one_line(said or (result or {}).get("subtype") or "error")
+            report.error = one_line(said or (result or {}).get("subtype") or "error")
             report.limit = limit_of(said or "")
             report.final_text = None
         else:
@@ -118,7 +118,7 @@ class QwenStream:
         steps = []
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                text = _flatten(block.get("content"))
+                text = flatten(block.get("content"))
                 steps.append(Step("tool_result", cut(f"error: {text}" if block.get("is_error") else text),
                                   self._tool_names.get(str(block.get("tool_use_id", "")))))
         return steps
@@ -127,7 +127,7 @@ class QwenStream:
 def limit_of(message: str) -> Limit | None:
     """A 429 that outlived the retries, or a provider's quota (with its reset time when it gives one)."""
     if RATE_LIMITED.match(message) or QUOTA_EXHAUSTED.match(message):
-        return Limit(_one_line(message), reset_in(message))
+        return Limit(one_line(message), reset_in(message))
     return None
 
 
@@ -148,11 +148,3 @@ def _count(usage: dict[str, Any], key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _flatten(content: object) -> str:
-    if isinstance(content, list):
-        return " ".join(_flatten(part.get("text", "") if isinstance(part, dict) else part) for part in content)
-    return "" if content is None else str(content)
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
