@@ -82,9 +82,18 @@ class Cluster:
                 **self.environ.get(name, {})}
 
     def tilth(self, name: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([*self.user.prefix, self.user.python, "-m", "tilth", *args], env=self.env(name),
-                              capture_output=True,
-                              text=True, timeout=timeout, cwd=self.root)
+        """One command, in a process group of its own: past `timeout` the whole group is killed (a `tilth worker`
+        that should have refused to start leaves no RQ worker behind), then TimeoutExpired as `subprocess.run`."""
+        argv = [*self.user.prefix, self.user.python, "-m", "tilth", *args]
+        with subprocess.Popen(argv, env=self.env(name), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=self.root, start_new_session=True) as proc:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise
+        return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def worker(self, name: str) -> subprocess.Popen:
         log = open(self.root / f"{name}.log", "ab")
