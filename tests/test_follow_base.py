@@ -122,3 +122,33 @@ def test_a_text_conflict_is_resolved_by_a_task_and_one_in_meaning_parks(sandbox,
     parked = sandbox.tilth("follow", "s1", "--once", timeout=120)
     assert parked.returncode == 1 and github.tip("session/s1") == new
     assert "modify/delete" in shown_pr(sandbox)["question"] or "deleted" in shown_pr(sandbox)["question"]
+
+
+def test_moving_the_branch_never_goes_through_the_worktrees_own_git_file(tmp_path):
+    """The worker may have rewritten its worktree's `.git` to point at a git dir of its own whose config runs a
+    program (core.fsmonitor): the rebase's move runs git through the recorded git dir, so nothing of it runs."""
+    from conftest import git, make_repo
+    from tilth.git.rebase_trees import move
+
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    git(repo, "branch", "session/s1")
+    worktree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(worktree), "session/s1")
+    old = git(worktree, "rev-parse", "HEAD").strip()
+    (repo / "b.txt").write_text("b\n")
+    git(repo, "add", "b.txt")
+    git(repo, "commit", "-qm", "new base")
+    new = git(repo, "rev-parse", "HEAD").strip()
+    real_git_dir = Path(git(worktree, "rev-parse", "--absolute-git-dir").strip())
+    fake = tmp_path / "fake.git"
+    git(tmp_path, "init", "-q", "--bare", str(fake))
+    marker = tmp_path / "ran"
+    program = tmp_path / "evil.sh"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    program.chmod(0o755)
+    git(fake, "config", "core.fsmonitor", str(program))
+    (worktree / ".git").write_text(f"gitdir: {fake}\n")
+    move(real_git_dir, worktree, "session/s1", old, new)
+    assert not marker.exists(), "the worker's git dir decided what git ran"
+    assert git(repo, "rev-parse", "session/s1").strip() == new
+    assert (worktree / "b.txt").read_text() == "b\n"

@@ -33,6 +33,7 @@ from tilth.core.settings_load import load_settings
 from tilth.git import gitcli
 from tilth.git.forge import PullFacts
 from tilth.git.rebase_trees import commits_since, conflicts, fetch_base, move, replay
+from tilth.git.worktree_git import session_git_dir
 from tilth.store.baseline import load_baseline
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
@@ -74,7 +75,7 @@ def follow_base(paths: SessionPaths, record: SessionRecord, pr: PrRecord, facts:
             return
     if journal["step"] == "replayed":
         with SessionLock(paths.lock, record.id, role="cli"):
-            move(record.worktree, record.branch, journal["old"], journal["new"])
+            move(session_git_dir(record.repo, record.id), record.worktree, record.branch, journal["old"], journal["new"])
         step(paths, journal, "moved")
     if journal["step"] == "moved":
         task = follow_up_task(paths, record, pr, journal, events)

@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilth.git import worktree_git
 from tilth.git.gitcli import GitFailed, run
 
 QUIET = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "-c", "advice.detachedHead=false")
@@ -110,14 +111,21 @@ def drop_scratch(repo: str | Path, scratch: Path) -> None:
     run(repo, "worktree", "prune", check=False)
 
 
-def move(worktree: str | Path, branch: str, old: str, new: str) -> None:
-    """The branch (checked out, clean, at `old` or already at `new`) and its worktree at `new`, together."""
-    checked_out = run(worktree, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
-    if checked_out != f"refs/heads/{branch}":
+def move(git_dir: Path, worktree: str | Path, branch: str, old: str, new: str) -> None:
+    """The branch (checked out, clean, at `old` or already at `new`) and its worktree at `new`, together. The
+    worktree is the worker's: git runs on it through `worktree_git` (its recorded git dir, nothing in the
+    worktree deciding what git runs), never through the worktree's own `.git`."""
+    def git(*args: str) -> str:
+        done = worktree_git.run(git_dir, Path(worktree), *args, locale="C")
+        if done.returncode != 0:
+            raise GitFailed(f"git {args[0]} failed in {worktree}: {done.stderr.strip()[:500]}")
+        return done.stdout.strip()
+
+    if git("symbolic-ref", "-q", "HEAD") != f"refs/heads/{branch}":
         raise GitFailed(f"{worktree} does not have {branch} checked out; the rebase leaves it alone")
-    tip = run(worktree, "rev-parse", "HEAD").stdout.strip()
+    tip = git("rev-parse", "HEAD")
     if tip not in (old, new):
         raise GitFailed(f"{branch} moved to {tip[:7]} meanwhile; the rebase leaves it alone")
-    if run(worktree, "status", "--porcelain", "--untracked-files=no").stdout.strip():
+    if git("status", "--porcelain", "--untracked-files=no"):
         raise GitFailed(f"{worktree} has uncommitted changes; the rebase leaves it alone")
-    run(worktree, *QUIET, "reset", "-q", "--hard", new)
+    git("reset", "-q", "--hard", new)
