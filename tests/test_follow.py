@@ -157,6 +157,48 @@ def test_a_failure_that_two_fixes_do_not_cure_waits_for_a_person(sandbox, github
     assert [t["id"] for t in ci_tasks(sandbox)] == ["CI-1", "CI-2"], "no third fix"
     assert "PR #1 waiting for you: CI still fails (tests)" in sandbox.tilth("status", "s1").stdout
 
+@pytest.mark.slow
+def test_caps_stop_follow_up_work_before_any_agent_until_the_person_answers(sandbox, github):
+    github.ci = real_failure(github)
+    opened(sandbox, github, FIX)
+    follow_once(sandbox)  # the re-run: no agent, so no bound
+
+    def parked_by(env: dict[str, str], *again: str) -> str:
+        done = sandbox.tilth("follow", "s1", "--once", *again, env=env, timeout=120)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert not ci_tasks(sandbox) and shown_pr(sandbox)["state"] == "needs_person", done.stdout
+        return shown_pr(sandbox)["question"]
+
+    question = parked_by({"TILTH_PR_MAX_FOLLOWUPS": "0"})
+    assert "0 follow-up tasks were made for PR #1 (pr_max_followups: 0)" in question
+    assert parked_by({}) == question, "the question stands until the person answers it"
+    question = parked_by({"TILTH_MAX_WALL_CLOCK_S": "0.01"}, "--again")  # the session ran longer than that
+    assert "the session's max_wall_clock_s is reached" in question and "TILTH_MAX_WALL_CLOCK_S" in question
+    assert "test_hello" not in (sandbox.session_dir("s1") / "prompts.jsonl").read_text(), "no agent saw the failure"
+    assert "PR #1 waiting for you: the session's max_wall_clock_s" in sandbox.tilth("status", "s1").stdout
+
+    fixed = sandbox.tilth("follow", "s1", "--once", "--again", timeout=120)  # the person raised it
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert [t["status"] for t in ci_tasks(sandbox)] == ["done"]
+    assert json.loads((sandbox.session_dir("s1") / "pr.json").read_text())["followups"] == ["CI-1"]
+    assert "green" in follow_once(sandbox).stdout
+
+
+@pytest.mark.slow
+def test_a_merged_pr_is_no_longer_followed(sandbox, github):
+    opened(sandbox, github)
+    assert "green" in follow_once(sandbox).stdout
+    github.prs[1].state = "MERGED"
+    github.ci = real_failure(github)
+    assert "PR #1 merged" in follow_once(sandbox).stdout
+    asked = len(github.requests)
+    done = sandbox.tilth("follow", "s1", "--poll", "0.01", timeout=60)  # not --once: it would poll for ever
+    assert done.returncode == 0 and "PR #1 merged: no longer followed" in done.stdout, done.stdout + done.stderr
+    assert len(github.requests) == asked, "a merged PR is never read again"
+    assert github.calls("rerun-failed-jobs") == 0 and not ci_tasks(sandbox)
+    assert shown_pr(sandbox)["state"] == "merged"
+
+
 def facts(*checks: Check, mergeable: str = "MERGEABLE", merge_state: str = "CLEAN") -> PullFacts:
     return PullFacts(1, "u", "OPEN", "abc", "main", mergeable, merge_state, "", checks, ())
 

@@ -8,9 +8,13 @@ branch and retries the failed tasks from their placeholders)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tilth.actions.acted import Acted, changeable, record_act
 from tilth.store.home import SessionPaths
+
+if TYPE_CHECKING:
+    from tilth.core.config import Settings
 
 
 def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool = False,
@@ -18,7 +22,7 @@ def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool =
     """With `foreground` (the CLI's `--foreground`) the settings are recorded but the session is not
     handed over: the caller runs it in its own process."""
     from tilth.core.settings_load import load_settings_with_sources
-    from tilth.core.travel import keys_in_use, travelling_fields
+    from tilth.core.travel import keys_in_use
     from tilth.daemon.transitions import record_settings
 
     paths, record = changeable(home, session_id)
@@ -31,8 +35,7 @@ def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool =
 
         warnings = supervisor_sees_keys(paths.home, settings)
     own_shell = by == "cli"
-    shell = {name: value for name, value in settings.model_dump(mode="json").items()
-             if ((own_shell and name in sources) or reload_settings) and name in travelling_fields()}
+    shell = shell_overrides(settings, sources, own_shell, reload_settings)
     backend = "openai" if own_shell and "base_url" in sources else None
     changed = record_settings(paths, shell, keys_in_use(settings), backend, by=by)
     if changed:
@@ -46,6 +49,16 @@ def resume_here(home: Path, session_id: str, *, by: str, reload_settings: bool =
     what, *more = hand_over(paths, "resume", resume=True, by=by)  # refused while a process runs it
     events += ["session_queued", record_act(paths, "resume", by)]
     return Acted(paths.id, what, tuple(events), tuple(more), tuple(warnings))
+
+
+def shell_overrides(settings: Settings, sources: Mapping[str, object], own_shell: bool,
+                    reload_settings: bool = False) -> dict[str, Any]:
+    """The settings a resume records over the session's: what the person's own shell sets (env or
+    config.toml), or with `reload_settings` every current one; never a key nor a process's own."""
+    from tilth.core.travel import travelling_fields
+
+    return {name: value for name, value in settings.model_dump(mode="json").items()
+            if ((own_shell and name in sources) or reload_settings) and name in travelling_fields()}
 
 
 def refuse_finished(paths: SessionPaths) -> None:

@@ -292,19 +292,28 @@ class Caps:
         if settings.max_wall_clock_s is not None:
             meter.wall_deadline = self.started + settings.max_wall_clock_s
 
+    @staticmethod
+    def session_cap_reached(s: Settings, m: Meter, ran_s: float | None) -> tuple[str, float, float] | None:
+        """The first of the session's own caps (spend, tokens, and with `ran_s` its running time over all its
+        runs) that its totals have reached: (cap, limit, value); None while under each. What `check` trips on,
+        and what `tilth follow` asks before it gives a pull request's follow-up work to an agent."""
+        if s.max_spend_usd is not None and m.cost_usd >= s.max_spend_usd - CENT_FRACTION:
+            return "max_spend_usd", s.max_spend_usd, round(m.cost_usd, 6)
+        if s.max_tokens_total is not None and m.tokens >= s.max_tokens_total:
+            return "max_tokens_total", s.max_tokens_total, m.tokens
+        if ran_s is not None and s.max_wall_clock_s is not None and ran_s >= s.max_wall_clock_s:
+            return "max_wall_clock_s", s.max_wall_clock_s, round(ran_s, 1)
+        return None
+
     def check_usage(self, task_id: str | None = None) -> None:
         """Spend and tokens only: after every model call."""
-        s, m = self.settings, self.meter
-        if s.max_spend_usd is not None and m.cost_usd >= s.max_spend_usd - CENT_FRACTION:
-            self._trip(task_id, "max_spend_usd", s.max_spend_usd, round(m.cost_usd, 6))
-        if s.max_tokens_total is not None and m.tokens >= s.max_tokens_total:
-            self._trip(task_id, "max_tokens_total", s.max_tokens_total, m.tokens)
+        if reached := self.session_cap_reached(self.settings, self.meter, None):
+            self._trip(task_id, *reached)
 
     def check(self, task_id: str | None = None) -> None:
         s = self.settings
-        self.check_usage(task_id)
-        if s.max_wall_clock_s is not None and time.monotonic() - self.started >= s.max_wall_clock_s:
-            self._trip(task_id, "max_wall_clock_s", s.max_wall_clock_s, round(time.monotonic() - self.started, 1))
+        if reached := self.session_cap_reached(s, self.meter, time.monotonic() - self.started):
+            self._trip(task_id, *reached)
         if (s.max_evaluator_calls_per_task is not None and task_id
                 and self.meter.evaluator_calls[task_id] >= s.max_evaluator_calls_per_task):
             self._trip(task_id, "max_evaluator_calls_per_task", s.max_evaluator_calls_per_task,

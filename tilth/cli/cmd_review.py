@@ -43,7 +43,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
         from tilth.core.settings_load import load_settings
 
         args.poll = load_settings(paths.home).follow_poll_s
-    pr = follow(paths, record, args.once, args.poll, say=lambda line: print(line, flush=True))
+    pr = follow(paths, record, args.once, args.poll, say=lambda line: print(line, flush=True), again=args.again)
     return 1 if pr.state == "needs_person" else 0
 
 
@@ -101,6 +101,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     follow = session_command(sub, "follow", "carry the session's pull request to green: re-run a flaky job once, "
                              "turn a CI failure into a follow-up task pushed to the PR; never merges", cmd_follow)
     follow.add_argument("--once", action="store_true", help="one poll: read, act, exit (for scripts and cron)")
+    follow.add_argument("--again", action="store_true",
+                        help="the PR waits for you and you have answered (raised a cap, looked at it): follow on")
     follow.add_argument("--poll", type=float, default=None,
                         help="seconds between polls (default: the follow_poll_s setting, 60; with jitter)")
 

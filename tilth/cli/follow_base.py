@@ -28,6 +28,7 @@ from typing import Any, Callable
 from tilth.agents.check_bundle import CheckBundle
 from tilth.agents.confinement import session_confinement
 from tilth.agents.sandbox import resolve_mode
+from tilth.cli.follow_bounds import Bounded
 from tilth.core.faults import checkpoint
 from tilth.core.settings_load import load_settings
 from tilth.git import gitcli
@@ -40,7 +41,6 @@ from tilth.store.home import SessionPaths
 from tilth.store.jsonio import write_atomic
 from tilth.store.lock import SessionLock
 from tilth.store.pr_record import PrRecord
-from tilth.store.prd import add_tasks
 from tilth.store.prd_peek import peek_plan
 from tilth.store.session import SessionRecord
 
@@ -62,7 +62,7 @@ Park = Callable[[str], None]
 
 
 def follow_base(paths: SessionPaths, record: SessionRecord, pr: PrRecord, facts: PullFacts, events: EventLog,
-                said: list[str], run_session: Callable[[str], int], park: Park) -> None:
+                said: list[str], run_session: Callable[[str], int], bounds: Bounded, park: Park) -> None:
     journal = load_journal(paths.dir)
     if journal is None or journal["old"] != facts.head:
         tip = gitcli.branch_tip(record.repo, record.branch)
@@ -78,7 +78,7 @@ def follow_base(paths: SessionPaths, record: SessionRecord, pr: PrRecord, facts:
             move(session_git_dir(record.repo, record.id), record.worktree, record.branch, journal["old"], journal["new"])
         step(paths, journal, "moved")
     if journal["step"] == "moved":
-        task = follow_up_task(paths, record, pr, journal, events)
+        task = follow_up_task(paths, record, pr, journal, events, bounds)
         step(paths, journal, "task" if task else "checked", task=task)
     if journal["step"] == "task":
         status = task_status(paths, journal["task"])
@@ -124,12 +124,11 @@ def replayed(paths: SessionPaths, record: SessionRecord, pr: PrRecord, facts: Pu
 
 
 def follow_up_task(paths: SessionPaths, record: SessionRecord, pr: PrRecord, journal: dict[str, Any],
-                   events: EventLog) -> str:
+                   events: EventLog, bounds: Bounded) -> str:
     """The task that resolves the conflicts or fixes what the rebase broke ("" when nothing needs one)."""
-    signature = f"{journal['old']}:{journal['base_sha']}"
-    known = next((t.id for t in peek_plan(paths.prd) if f"{MARK}{signature}" in t.description), "")
-    if known:
-        return known
+    mark = f"{MARK}{journal['old']}:{journal['base_sha']}"
+    if any(mark in t.description for t in peek_plan(paths.prd)):
+        return bounds.add_followup({}, TASK_PREFIX, mark)
     if journal["conflicts"]:
         spec = resolve_task(record, pr, journal)
     else:
@@ -137,8 +136,7 @@ def follow_up_task(paths: SessionPaths, record: SessionRecord, pr: PrRecord, jou
         if not failing:
             return ""
         spec = broken_task(pr, journal, failing)
-    spec["description"] = f"{spec['description']}\n\n{MARK}{signature}"
-    return add_tasks(paths.prd, [spec], prefix=TASK_PREFIX)[0]
+    return bounds.add_followup(spec, TASK_PREFIX, mark)
 
 
 def recheck(paths: SessionPaths, record: SessionRecord, events: EventLog) -> list[str]:

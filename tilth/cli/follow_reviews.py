@@ -25,8 +25,6 @@ from tilth.git.forge import Forge, PullFacts
 from tilth.store.events import EventLog, document
 from tilth.store.home import SessionPaths
 from tilth.store.pr_record import PrRecord, save_pr
-from tilth.store.prd import add_tasks
-from tilth.store.prd_peek import peek_plan
 from tilth.store.session import SessionRecord
 from tilth.views.pr_state import in_words
 
@@ -58,6 +56,8 @@ class Hands:
     park: Callable[[SessionPaths, PrRecord, EventLog, str], None]
     quoted: Callable[[str], str]
     budget: int
+    followup: Callable[[dict[str, object], str, str], str]
+    """`Bounded.add_followup`: the task carrying a mark, found or made within the PR's bounds."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,7 @@ def act(paths: SessionPaths, record: SessionRecord, pr: PrRecord, forge: Forge, 
         said.append(in_words("needs_person", pr.number, 0, pr.question))
         return True
     signature = hashlib.sha256("\n".join(sorted(i.key for i in fresh)).encode()).hexdigest()[:16]
-    task_id = existing_task(paths, signature) or add_tasks(paths.prd, [task_of(fresh, facts, signature, hands.quoted)],
-                                                           prefix=TASK_PREFIX)[0]
+    task_id = hands.followup(task_of(fresh, facts, signature, hands.quoted), TASK_PREFIX, f"{MARK}{signature}")
     checkpoint("pr_review_task_added", task_id)
     pr.fixes[key] = pr.fixes.get(key, 0) + 1
     pr.reviews.update({i.key: task_id for i in fresh})
@@ -153,10 +152,6 @@ def show_strangers(paths: SessionPaths, pr: PrRecord, items: list[Item], events:
         events.emit("pr_review_unheeded", number=pr.number, author=item.author)
     if new:
         save_pr(paths.dir, pr)
-
-
-def existing_task(paths: SessionPaths, signature: str) -> str:
-    return next((t.id for t in peek_plan(paths.prd) if f"{MARK}{signature}" in t.description), "")
 
 
 def task_of(items: list[Item], facts: PullFacts, signature: str, quoted: Callable[[str], str]) -> dict[str, object]:

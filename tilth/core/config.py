@@ -267,6 +267,9 @@ class Settings(BaseModel):
     notify: list[str] = Field(default_factory=list)
     """Where to tell a person that a session ended, a task failed or a cap tripped: apprise URLs
     (`ntfy://`, `slack://`, `mailto://`, `json://host/path`, ...; env: comma-separated)."""
+    pr_max_followups: int = Field(6, ge=0)
+    """Follow-up tasks (CI fixes, review batches, rebase fixes) `tilth follow` makes for one pull request before
+    it waits for a person; the session's spend, token and wall-clock caps hold over them too."""
     pr_reviewers: list[str] = Field(default_factory=list)
     """GitHub logins whose review comments on a followed PR become work even without write access to the
     repository (those with admin, maintain or write permission are heeded already; env: comma-separated)."""

@@ -46,7 +46,7 @@ SUPERVISOR_FIELDS = ("max_parallel_sessions", "stop_grace_s", "auto_resume_attem
                      "auto_resume_backoff_max_s", "requeue_forgotten", "follow_pr")
 """Settings of the supervisor itself."""
 
-LOCAL_FIELDS = ("notify", "dispatch", "pr_reviewers", "follow_poll_s")
+LOCAL_FIELDS = ("notify", "dispatch", "pr_reviewers", "follow_poll_s", "pr_max_followups")
 """Settings each process takes from its own environment and config.toml (scope `process`), never
 recorded with a session: notification URLs carry tokens; the broker and remote are each machine's."""
 

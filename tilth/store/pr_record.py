@@ -46,6 +46,8 @@ class PrRecord:
     """Review threads answered on the PR (at most once each)."""
     unheeded: list[str] = field(default_factory=list)
     """Review comments from people without write access: shown to the person, never to an agent."""
+    followups: list[str] = field(default_factory=list)
+    """The follow-up tasks made for this PR (CI fixes, review batches, rebases), counted against pr_max_followups."""
 
     @property
     def followed(self) -> bool:
@@ -64,7 +66,7 @@ def pr_path(session_dir: Path) -> Path:
 TYPES: dict[str, type | tuple[type, ...]] = {
     "number": int, "url": str, "repo": str, "remote": str, "state": str, "head": str, "base": str,
     "conditions": list, "fixes": dict, "reruns": list, "acted": dict, "question": str, "polled": str,
-    "reviews": dict, "replied": list, "unheeded": list}
+    "reviews": dict, "replied": list, "unheeded": list, "followups": list}
 
 
 def load_pr(session_dir: Path) -> PrRecord | None:

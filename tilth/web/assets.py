@@ -59,11 +59,15 @@ function follow(url, onState) {
   const es = new EventSource(url);
   es.onopen = () => { live.textContent = "live"; };
   es.onerror = () => { live.textContent = "reconnecting\u2026"; };
+  const fresh = document.createElement("template");
   es.addEventListener("state", (e) => {
     const parts = JSON.parse(e.data);
     for (const [id, html] of Object.entries(parts)) {
       const el = document.getElementById(id);
       if (!el) continue;
+      fresh.innerHTML = html;  // the stream's first message repeats the page: a part as shown is left alone,
+      if (fresh.innerHTML === el.innerHTML) continue;  // so a click or typing in it is never cut off
+      document.body.dataset.replaced = ((document.body.dataset.replaced || "") + " " + id).trim();
       const open = [...el.querySelectorAll("details[open][id]")].map((d) => d.id);
       const typed = [...el.querySelectorAll("textarea[id]")].filter((t) => t.value).map((t) => [t.id, t.value]);
       el.innerHTML = html;
@@ -71,6 +75,7 @@ function follow(url, onState) {
       for (const [id2, value] of typed) { const t = document.getElementById(id2); if (t) t.value = value; }
     }
     if (onState) onState(parts);
+    document.body.dataset.synced = String(Number(document.body.dataset.synced || 0) + 1);
   });
   return es;
 }
