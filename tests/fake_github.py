@@ -51,15 +51,40 @@ class Run:
     job_ids: list[int]
 
 
+VIEWER = "tilth-bot"
+"""The login gh is authenticated as: the author of every reply posted through the fake."""
+
+
+@dataclass
+class Comment:
+    id: str
+    author: str
+    body: str
+
+
 @dataclass
 class Thread:
+    """A review thread opened by `author` with `body`; `say` adds a comment, as a reply through the API does."""
     id: str
     author: str
     body: str
     path: str = "README.md"
     resolved: bool = False
     outdated: bool = False
-    replies: list[str] = field(default_factory=list)
+    comments: list[Comment] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.comments.insert(0, Comment(f"{self.id}_C1", self.author, self.body))
+
+    def say(self, author: str, body: str) -> Comment:
+        comment = Comment(f"{self.id}_C{len(self.comments) + 1}", author, body)
+        self.comments.append(comment)
+        return comment
+
+    @property
+    def replies(self) -> list[str]:
+        """The bodies of the viewer's (tilth's) comments, in order."""
+        return [c.body for c in self.comments if c.author == VIEWER]
 
 
 @dataclass
@@ -218,20 +243,21 @@ class FakeGitHub:
         if op == "RepositoryInfo" or op == "RepositoryNetwork" or "repo_000" in query:
             return 200, {"data": self._repository_info(query)}
         if op == "UserCurrent":
-            return 200, {"data": {"viewer": {"login": "tilth-bot"}}}
+            return 200, {"data": {"viewer": {"login": VIEWER}}}
         if op == "PullRequestCreate":
             return 200, {"data": {"createPullRequest": {"pullRequest": self._create(variables["input"])}}}
         if op == "ReviewThreads":
             pr = self.prs[int(variables["number"])]
             return 200, {"data": {"repository": {"pullRequest": {"reviewThreads": {"nodes": [
                 {"id": t.id, "isResolved": t.resolved, "isOutdated": t.outdated, "path": t.path,
-                 "comments": {"nodes": [{"author": {"login": t.author}, "body": t.body}]}} for t in pr.threads]}}}}}
+                 "comments": {"nodes": [{"id": c.id, "author": {"login": c.author}, "body": c.body}
+                                        for c in t.comments]}} for t in pr.threads]}}}}}
         if op == "ThreadReply":
             for pr in self.prs.values():
                 for t in pr.threads:
                     if t.id == variables["thread"]:
-                        t.replies.append(variables["body"])
-                        return 200, {"data": {"addPullRequestReviewThreadReply": {"comment": {"id": "c1"}}}}
+                        posted = t.say(VIEWER, variables["body"])
+                        return 200, {"data": {"addPullRequestReviewThreadReply": {"comment": {"id": posted.id}}}}
             return 200, {"errors": [{"message": "no such thread"}]}
         self.unknown.append(f"graphql {op}: {query[:300]}")
         return 501, {"message": f"fake GitHub does not know {op}"}
@@ -243,7 +269,7 @@ class FakeGitHub:
                 "rebaseMergeAllowed": True, "squashMergeAllowed": True, "isPrivate": False}
         aliases = re.findall(r"(repo_\d+):\s*repository", query)
         if aliases:
-            return {**{alias: repo for alias in aliases}, "viewer": {"login": "tilth-bot"}}
+            return {**{alias: repo for alias in aliases}, "viewer": {"login": VIEWER}}
         return {"repository": repo}
 
     def _create(self, given: dict[str, Any]) -> dict[str, Any]:
@@ -261,7 +287,7 @@ class FakeGitHub:
     def _rest(self, method: str, path: str) -> tuple[int, Any]:
         prefix = f"/repos/{self.owner}/{self.name}"
         if path == "/user":
-            return 200, {"login": "tilth-bot"}
+            return 200, {"login": VIEWER}
         if not path.startswith(prefix):
             self.unknown.append(f"{method} {path}")
             return 501, {"message": "unknown"}

@@ -35,7 +35,7 @@ FAILED_TEST = re.compile(r"(?:FAILED|ERROR|FAIL:?)\s+([\w./-]+(?:::[\w\[\]./-]+)
 THREADS_QUERY = """query ReviewThreads($owner: String!, $name: String!, $number: Int!) {
   repository(owner: $owner, name: $name) { pullRequest(number: $number) {
     reviewThreads(first: 100) { nodes { id isResolved isOutdated path
-      comments(first: 50) { nodes { author { login } body } } } } } } }"""
+      comments(first: 50) { nodes { id author { login } body } } } } } } }"""
 REPLY_MUTATION = """mutation ThreadReply($thread: ID!, $body: String!) {
   addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) { comment { id } } }"""
 
@@ -121,13 +121,20 @@ class PullFacts:
 
 
 @dataclass(frozen=True)
-class Thread:
+class Comment:
+    """One comment of a review thread, by its own author: a thread's comments may come from different people."""
     id: str
     author: str
     body: str
+
+
+@dataclass(frozen=True)
+class Thread:
+    id: str
     path: str
     resolved: bool
     outdated: bool
+    comments: tuple[Comment, ...]
 
 
 @dataclass(frozen=True)
@@ -211,16 +218,22 @@ class Forge:
             raise ForgeFailed(f"the review threads of #{number} could not be read") from None
         threads = []
         for node in nodes:
-            comments = [c for c in ((node.get("comments") or {}).get("nodes") or []) if isinstance(c, dict)]
-            first = comments[0] if comments else {}
-            threads.append(Thread(_text(node.get("id")), _login(first.get("author")),
-                                  "\n\n".join(_text(c.get("body")) for c in comments), _text(node.get("path")),
-                                  bool(node.get("isResolved")), bool(node.get("isOutdated"))))
+            if not isinstance(node, dict):
+                continue
+            comments = tuple(Comment(_text(c.get("id")), _login(c.get("author")), _text(c.get("body")))
+                             for c in ((node.get("comments") or {}).get("nodes") or []) if isinstance(c, dict))
+            threads.append(Thread(_text(node.get("id")), _text(node.get("path")), bool(node.get("isResolved")),
+                                  bool(node.get("isOutdated")), comments))
         return threads
 
-    def reply(self, thread_id: str, body: str) -> None:
-        self.run("api", "graphql", "--hostname", self.repo.host, "-f", f"query={REPLY_MUTATION}",
-                 "-f", f"thread={thread_id}", "-f", f"body={body}")
+    def reply(self, thread_id: str, body: str) -> str:
+        """The id of the comment posted ("" if the answer does not say)."""
+        data = self._json("api", "graphql", "--hostname", self.repo.host, "-f", f"query={REPLY_MUTATION}",
+                          "-f", f"thread={thread_id}", "-f", f"body={body}")
+        try:
+            return _text(data["data"]["addPullRequestReviewThreadReply"]["comment"]["id"])
+        except (KeyError, TypeError):
+            return ""
 
     def permission(self, login: str) -> str:
         """admin, maintain, write, triage, read or none."""

@@ -41,9 +41,13 @@ class PrRecord:
     """Why the PR waits for a person (needs_person)."""
     polled: str = ""
     reviews: dict[str, str] = field(default_factory=dict)
-    """Each review item (thread id, `review:<hash>`) made into a follow-up task: item -> task."""
+    """Each review item (`<thread>:<comment>`, `review:<hash>`; a bare thread id from an older tilth stands for
+    the whole thread) made into a follow-up task: item -> task."""
     replied: list[str] = field(default_factory=list)
-    """Review threads answered on the PR (at most once each)."""
+    """Review threads answered on the PR, once per batch: `<thread>@<task>` (a bare thread id from an older tilth:
+    answered for its one batch)."""
+    own_comments: list[str] = field(default_factory=list)
+    """The ids of the comments tilth posted (its answers): never read as review comments."""
     unheeded: list[str] = field(default_factory=list)
     """Review comments from people without write access: shown to the person, never to an agent."""
     followups: list[str] = field(default_factory=list)
@@ -66,7 +70,7 @@ def pr_path(session_dir: Path) -> Path:
 TYPES: dict[str, type | tuple[type, ...]] = {
     "number": int, "url": str, "repo": str, "remote": str, "state": str, "head": str, "base": str,
     "conditions": list, "fixes": dict, "reruns": list, "acted": dict, "question": str, "polled": str,
-    "reviews": dict, "replied": list, "unheeded": list, "followups": list}
+    "reviews": dict, "replied": list, "unheeded": list, "own_comments": list, "followups": list}
 
 
 def load_pr(session_dir: Path) -> PrRecord | None:
