@@ -5,7 +5,7 @@ Host `github.localhost`, which gh treats as plain HTTP: REST at `http://api.gith
 `http://api.github.localhost/graphql`, git smart-HTTP at `http://github.localhost/OWNER/REPO.git`, served by
 `git http-backend` (CGI) from a local bare repository. It speaks the parts gh uses for `gh pr create`,
 `gh pr view --json` (PullRequestByNumber), `gh run rerun --failed`, `gh run view --log-failed` (the log a
-zip of `<job>/<n>_<step>.txt`), `gh api graphql` (review threads, a thread's reply) and `gh api` of the
+zip of `<job>/<n>_<step>.txt`), `gh api graphql` (review threads, a thread's reply, the required checks) and `gh api` of the
 collaborator permission; anything else is answered 501 and logged (`unknown`), so a test sees it.
 
 CI is a function of the pushed commit: `ci(sha, attempt)` gives each job's conclusion, failed step and log
@@ -99,6 +99,8 @@ class PullRequest:
     review_decision: str = ""
     reviews: list[dict[str, Any]] = field(default_factory=list)
     threads: list[Thread] = field(default_factory=list)
+    required: set[str] = field(default_factory=set)
+    """The checks the base branch's protection requires (none: no protection, every check counts)."""
 
 
 CI = Callable[[str, int], list[Job]]
@@ -246,6 +248,13 @@ class FakeGitHub:
             return 200, {"data": {"viewer": {"login": VIEWER}}}
         if op == "PullRequestCreate":
             return 200, {"data": {"createPullRequest": {"pullRequest": self._create(variables["input"])}}}
+        if op == "RequiredChecks":
+            pr = self.prs[int(variables["number"])]
+            head = self.tip(pr.head)
+            contexts = [{"__typename": "CheckRun", "name": n["name"], "isRequired": n["name"] in pr.required}
+                        for n in self._rollup(pr, head)]
+            return 200, {"data": {"repository": {"pullRequest": {"commits": {"nodes": [{"commit": {
+                "oid": head, "statusCheckRollup": {"contexts": {"nodes": contexts}}}}]}}}}}
         if op == "ReviewThreads":
             pr = self.prs[int(variables["number"])]
             return 200, {"data": {"repository": {"pullRequest": {"reviewThreads": {"nodes": [

@@ -185,6 +185,19 @@ def test_caps_stop_follow_up_work_before_any_agent_until_the_person_answers(sand
 
 
 @pytest.mark.slow
+def test_only_the_checks_the_base_requires_count_when_it_requires_any(sandbox, github):
+    github.ci = lambda _sha, _attempt: [Job("tests"), Job("docs-preview", "failure", "Deploy", "quota exceeded\n")]
+    opened(sandbox, github)
+    github.prs[1].required = {"tests"}
+    done = follow_once(sandbox)
+    assert "green" in done.stdout, done.stdout
+    assert github.calls("rerun-failed-jobs") == 0 and not ci_tasks(sandbox), "an optional check costs nothing"
+    github.prs[1].required = {"tests", "docs-preview"}
+    follow_once(sandbox)
+    assert github.calls("rerun-failed-jobs") == 1, "a required check that fails is CI failing"
+
+
+@pytest.mark.slow
 def test_a_merged_pr_is_no_longer_followed(sandbox, github):
     opened(sandbox, github)
     assert "green" in follow_once(sandbox).stdout

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,6 +36,12 @@ THREADS_QUERY = """query ReviewThreads($owner: String!, $name: String!, $number:
   repository(owner: $owner, name: $name) { pullRequest(number: $number) {
     reviewThreads(first: 100) { nodes { id isResolved isOutdated path
       comments(first: 50) { nodes { id author { login } body } } } } } } }"""
+REQUIRED_QUERY = """query RequiredChecks($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) { pullRequest(number: $number) { commits(last: 1) { nodes { commit { oid
+    statusCheckRollup { contexts(first: 100) { nodes { __typename
+      ... on CheckRun { name isRequired(pullRequestNumber: $number) }
+      ... on StatusContext { context isRequired(pullRequestNumber: $number) } } } } } } } } } }"""
+"""Which checks the base branch's protection requires of this PR (`gh pr view --json` does not say)."""
 REPLY_MUTATION = """mutation ThreadReply($thread: ID!, $body: String!) {
   addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) { comment { id } } }"""
 
@@ -84,6 +90,8 @@ class Check:
     """SUCCESS, FAILURE, ... or "" while it runs."""
     url: str
     run_id: int | None
+    required: bool = False
+    """Required by the base branch's protection (when none is, every check counts)."""
 
     @property
     def failed(self) -> bool:
@@ -204,10 +212,30 @@ class Forge:
         reviews = tuple(Review(_login(r.get("author")), _text(r.get("state")), _text(r.get("body")),
                                _text((r.get("commit") or {}).get("oid")))
                         for r in data.get("reviews") or [] if isinstance(r, dict))
+        head = _text(data.get("headRefOid"))
+        if checks:
+            required = self.required_checks(number, head)
+            checks = tuple(replace(c, required=c.name in required) for c in checks)
         return PullFacts(int(data.get("number") or number), _text(data.get("url")), _text(data.get("state")).upper(),
-                         _text(data.get("headRefOid")), _text(data.get("baseRefName")),
+                         head, _text(data.get("baseRefName")),
                          _text(data.get("mergeable")).upper(), _text(data.get("mergeStateStatus")).upper(),
                          _text(data.get("reviewDecision")).upper(), checks, reviews)
+
+    def required_checks(self, number: int, head: str) -> set[str]:
+        """The names of the checks required on `head` (none when the forge answers for another head, which
+        makes every check count, as when no protection requires any)."""
+        data = self._json("api", "graphql", "--hostname", self.repo.host, "-f", f"query={REQUIRED_QUERY}",
+                          "-F", f"owner={self.repo.owner}", "-F", f"name={self.repo.name}", "-F", f"number={number}")
+        try:
+            [node] = data["data"]["repository"]["pullRequest"]["commits"]["nodes"]
+            commit = node["commit"]
+            contexts = (commit.get("statusCheckRollup") or {}).get("contexts", {}).get("nodes") or []
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ForgeFailed(f"the required checks of #{number} could not be read") from None
+        if commit.get("oid") != head:
+            return set()
+        return {_text(c.get("name") or c.get("context")) for c in contexts
+                if isinstance(c, dict) and c.get("isRequired") is True}
 
     def review_threads(self, number: int) -> list[Thread]:
         data = self._json("api", "graphql", "--hostname", self.repo.host, "-f", f"query={THREADS_QUERY}",

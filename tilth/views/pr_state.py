@@ -1,7 +1,8 @@
 """What a pull request's facts mean: every condition at once, one state from them, and each in words.
 
 All conditions are found together so one never hides another; the state is the first that decides, in
-`ORDER`. Green is all checks passed on the current head with at least one check and nothing else open: a
+`ORDER`. The checks that count are the ones the base branch's protection requires, or every check when it
+requires none. Green is all of them passed on the current head with at least one and nothing else open: a
 PR in conflict gets no CI at all, so "0 checks" is never green.
 """
 
@@ -55,14 +56,15 @@ def read(facts: PullFacts, parked: bool) -> Reading:
         found.append("needs_person")
     if facts.mergeable == "CONFLICTING" or facts.merge_state == "DIRTY":
         found.append("conflicted")
-    failing = tuple(c for c in facts.checks if c.failed)
+    counted = tuple(c for c in facts.checks if c.required) or facts.checks
+    failing = tuple(c for c in counted if c.failed)
     if failing:
         found.append("ci_failing")
     if facts.review_decision == "CHANGES_REQUESTED":
         found.append("changes_requested")
     if facts.merge_state == "BEHIND":
         found.append("behind")
-    if not facts.checks or not all(c.passed or c.failed for c in facts.checks) or facts.mergeable == "UNKNOWN":
+    if not counted or not all(c.passed or c.failed for c in counted) or facts.mergeable == "UNKNOWN":
         found.append("waiting_checks")
     if not found:
         found.append("green")
