@@ -219,9 +219,12 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout: float, per_test: int)
     argv = [str(python), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", f"--timeout={per_test}",
             f"--junitxml={report}", *tests]
     try:
-        done = subprocess.run(argv, cwd=copy, env=environment(), capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, cwd=copy, env=environment(), capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
     except subprocess.TimeoutExpired:
         return "timeout", f"over {timeout:.0f} s"
+    finally:
+        sweep(copy)
     if not report.exists():
         return "caught", f"pytest exit {done.returncode}, no report: {done.stderr.strip()[-200:]}"
     suite = ET.parse(report).getroot()
@@ -241,6 +244,26 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout: float, per_test: int)
     if total == skipped:
         return "skipped", f"{skipped} skipped, none ran"
     return "survived", f"{total - skipped} passed"
+
+
+def sweep(copy: Path) -> None:
+    """Kill whatever the mutant's run left behind: every process started from the copy's python or inside
+    the copy (daemons and workers start sessions of their own, so the run's process group misses them),
+    so no mutated worker lives on to answer the next mutant's broker or hold a core."""
+    mine, marker = os.getpid(), str(copy).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == mine:
+            continue
+        try:
+            started_there = marker in (proc / "cmdline").read_bytes() or \
+                os.readlink(proc / "cwd").startswith(str(copy))
+        except OSError:
+            continue
+        if started_there:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def run_one(b: Breakage, base: Path, work: Path, timeout: float, per_test: int, apply: bool = True) -> Outcome:

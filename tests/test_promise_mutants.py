@@ -55,3 +55,24 @@ def test_a_promise_without_a_breakage_and_a_breakage_of_no_promise_are_named(tmp
     assert "[owed] kept: say why in a sentence" in said
     assert "'Bad_Id' (docs/x.md:1): a promise id is lower-case words joined by '-'" in said
     assert "\nkept (" not in said and not said.startswith("kept ("), "an owed promise is not a gap"
+
+
+def test_a_mutants_run_leaves_no_process_behind_even_one_in_a_session_of_its_own(tmp_path):
+    import subprocess
+
+    from supervised import alive
+
+    copy = tmp_path / "mutant-copy"
+    copy.mkdir()
+    detached = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", str(copy)],
+                                start_new_session=True)  # as a daemon or worker leaves its parent's group
+    elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], cwd=copy,
+                                 start_new_session=True)
+    try:
+        promise_mutants.sweep(copy)
+        for proc in (detached, elsewhere):
+            proc.wait(timeout=10)
+            assert not alive(proc.pid)
+    finally:
+        for proc in (detached, elsewhere):
+            proc.kill()
