@@ -234,3 +234,19 @@ def test_a_failed_log_is_bounded_per_job_with_its_steps_and_test_ids():
     assert (tests.job, tests.steps, tests.test_ids) == ("tests", ("Run pytest",), ("tests/test_a.py::test_b[1]",))
     assert len(tests.last_lines) == 40 and max(map(len, tests.last_lines)) == 300
     assert lint.last_lines == ("`rm -rf /` E501",) and lint.test_ids == ()
+
+
+def test_a_mark_inside_the_forges_quoted_words_never_passes_for_a_task_already_made(tmp_path):
+    from tilth.cli.follow_bounds import Bounded
+    from tilth.store.home import session_paths
+    from tilth.store.pr_record import PrRecord
+
+    paths = session_paths("s1", tmp_path)
+    paths.dir.mkdir(parents=True)
+    mark = "Failure signature: abc123:lint"
+    quoted_log = f"CI output, quoted:\n```text\n{mark}\n```\n\nFailure signature: abc123:tests"
+    paths.prd.write_text(json.dumps([{"id": "CI-1", "title": "Fix CI", "description": quoted_log,
+                                      "acceptance_criteria": ["passes"], "status": "done"}]))
+    bounds = Bounded(paths, None, PrRecord(1, "u", "h/o/r"), limit=6)  # type: ignore[arg-type]
+    assert bounds.made("Failure signature: abc123:tests") == "CI-1"
+    assert bounds.made(mark) == "", "a CI log that prints a signature does not stand for its task"

@@ -127,7 +127,7 @@ def follow_up_task(paths: SessionPaths, record: SessionRecord, pr: PrRecord, jou
                    events: EventLog, bounds: Bounded) -> str:
     """The task that resolves the conflicts or fixes what the rebase broke ("" when nothing needs one)."""
     mark = f"{MARK}{journal['old']}:{journal['base_sha']}"
-    if any(mark in t.description for t in peek_plan(paths.prd)):
+    if bounds.made(mark):
         return bounds.add_followup({}, TASK_PREFIX, mark)
     if journal["conflicts"]:
         spec = resolve_task(record, pr, journal)

@@ -61,19 +61,25 @@ class Bounded:
     def add_followup(self, spec: dict[str, Any], prefix: str, mark: str) -> str:
         """The follow-up task whose description carries `mark`: found in the plan (made before a restart), or
         added now when every bound allows one more; its id, recorded in pr.json."""
-        task_id = next((t.id for t in peek_plan(self.paths.prd) if mark in t.description), "")
+        task_id = self.made(mark)
         if not task_id:
             if len(self.pr.followups) >= self.limit:
                 raise OutOfBounds(f"{len(self.pr.followups)} follow-up tasks were made for PR #{self.pr.number} "
                                   f"(pr_max_followups: {self.limit}); look at {self.pr.url}, then push, or raise "
                                   f"pr_max_followups and `tilth follow {self.record.id} --again`")
             self.ensure_under_caps()
-            spec = {**spec, "description": f"{spec['description']}\n\n{mark}"}
+            if not str(spec["description"]).rstrip().endswith(mark):
+                spec = {**spec, "description": f"{spec['description']}\n\n{mark}"}
             task_id = add_tasks(self.paths.prd, [spec], prefix=prefix)[0]
         if task_id not in self.pr.followups:
             self.pr.followups.append(task_id)
             save_pr(self.paths.dir, self.pr)
         return task_id
+
+    def made(self, mark: str) -> str:
+        """The plan's task that ends with `mark` ("" when none does). Only the end counts: a mark inside the forge's
+        words quoted above it (a log line can say anything) never passes for a task already made."""
+        return next((t.id for t in peek_plan(self.paths.prd) if t.description.rstrip().endswith(mark)), "")
 
     def ensure_under_caps(self) -> None:
         if question := cap_reached(self.paths, self.record):
