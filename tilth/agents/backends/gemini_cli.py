@@ -6,8 +6,8 @@ Quiet: a system settings file of tilth's (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`, whi
 settings and the repository's) turns usage statistics, telemetry and auto-update off; an API key
 in the environment with no sign-in chosen in your settings selects `gemini-api-key` (without it
 a headless run exits 41). Gemini CLI reads a system settings file only when it and every directory
-above it are root's and writable by no one else, so for an ordinary user (and under /tmp) it skips
-it: the same settings go into the session's copy of your `settings.json` as well, and
+above it are root's and writable by no one else, so for an ordinary user (and, unconfined, under
+/tmp) it skips it: the same settings go into the session's copy of your `settings.json` as well, and
 `GEMINI_TELEMETRY_ENABLED=false` into its environment (which no settings file overrides); there a
 repository's `.gemini/settings.json` could turn statistics or updates back on. `--skip-trust` trusts
 the worktree for the run (else a headless run refuses it): its `.gemini/` settings load, under the
