@@ -41,7 +41,9 @@ def chat_env(sandbox, fake, worker: str = "openai", evaluator: str = "openai") -
             "TILTH_QWEN_BIN": str(agent_bin("qwen")), "TILTH_OPENCODE_BIN": str(agent_bin("opencode")),
             "TILTH_QWEN_ARGS": f"-m {QWEN_MODEL}", "OPENAI_MODEL": OPENCODE_MODEL,
             "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": KEY, "HOME": str(user_home(sandbox.root)),
-            "TILTH_FINAL_REVIEW": "false", "TILTH_AGENT_TIMEOUT_S": "90"}
+            "TILTH_FINAL_REVIEW": "false", "TILTH_AGENT_TIMEOUT_S": "90",
+            # the registry at the stub: an install OpenCode tries shows as a request there
+            "npm_config_registry": fake.root_url + "/npm/", "TILTH_AGENT_PASS_ENV": "npm_config_registry"}
 
 
 def usage(prompt: int, completion: int, cached: int = 0) -> dict:
@@ -75,11 +77,12 @@ MODEL = {"qwen": QWEN_MODEL, "opencode": OPENCODE_MODEL}
 
 
 def assert_private(sandbox, fake, sid: str) -> None:
-    """The key went only to the endpoint; nothing of the user's HOME did."""
+    """The key went only to the endpoint; nothing of the user's HOME did; no registry install was tried."""
     sent = [r for r in fake.requests if r["body"] and r["body"].get("model") in MODEL.values()]
     assert sent and all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in sent)
     assert not [r for r in sent if HOME_MARKER in json.dumps(r["body"])], "the user's HOME reached the endpoint"
     assert KEY.encode() not in session_bytes(sandbox, sid), "the key never reaches a session file"
+    assert not [r["path"] for r in fake.requests if r["path"].startswith("/npm/")], "no registry install was tried"
 
 
 @pytest.mark.bwrap
@@ -173,3 +176,29 @@ def test_a_quota_and_a_429_are_pauses_not_failures(sandbox, fake, model_env, age
     assert git(sandbox.repo, "show", "session/lim:hello.txt") == "hello\n"
     assert [r["data"]["case"] for r in of_type(sandbox, "lim", "agent_run")] == ["none", "none", "parsed"]
     assert_private(sandbox, fake, "lim")
+
+
+QWEN_AT_ITS_TURN_CAP = """#!/bin/sh
+cat > /dev/null
+echo '{"type":"system","subtype":"init","session_id":"s-53","model":"qwen-stub"}'
+echo '{"type":"assistant","message":{"id":"m1","model":"qwen-stub","content":[{"type":"tool_use","id":"c0",'\
+'"name":"run_shell_command","input":{"command":"echo 0"}}],"usage":{"input_tokens":10,"output_tokens":5}}}'
+echo 'Reached max session turns for this session. Increase the number of turns by specifying maxSessionTurns in settings.json.' >&2
+exit 53
+"""
+"""What Qwen Code 0.24.4 does at `--max-session-turns` (seen on the real one): no `result` line, that line on stderr, exit 53."""
+
+
+def test_qwen_at_its_turn_cap_is_said_in_words(sandbox, tmp_path):
+    qwen = tmp_path / "qwen"
+    qwen.write_text(QWEN_AT_ITS_TURN_CAP)
+    qwen.chmod(0o755)
+    env = {"TILTH_WORKER_BACKEND": "qwen", "TILTH_QWEN_BIN": str(qwen), "TILTH_QWEN_ARGS": "--max-session-turns 1",
+           "TILTH_SANDBOX": "off", "TILTH_MAX_ITERATIONS_PER_TASK": "1", "TILTH_EVALUATOR_BACKEND": "command",
+           "TILTH_EVALUATOR_COMMAND": "true", "TILTH_FINAL_REVIEW": "false"}
+    result = start(sandbox, "turns", env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    concern = sandbox.ledger("turns", "T-1")[0]["verdict"]["concern"]
+    assert "the qwen agent stopped at its turn cap (--max-session-turns in TILTH_QWEN_ARGS) (exit code 53)" in concern, \
+        concern
+    assert "stopped at its turn cap" in result.stdout

@@ -90,7 +90,13 @@ class Machine:
 
 @pytest.fixture(params=USERS)
 def machine(request) -> Machine:
-    user = User(request.param)
+    found = new_machine(User(request.param))
+    yield found
+    shutil.rmtree(found.base, ignore_errors=True)
+
+
+def new_machine(user: User) -> Machine:
+    """A machine of its own under /var/tmp (the caller removes `base`)."""
     base = outside_tmp("tilth-machine-")
     user_home, tilth_home = base / "home", base / "home" / ".tilth"
     for name, text in SENTINELS.items():
@@ -105,8 +111,7 @@ def machine(request) -> Machine:
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(user_home), "TILTH_HOME": str(tilth_home),
            "PYTHONUNBUFFERED": "1", "SSH_AUTH_SOCK": str(base / "agent.sock"), **SECRET_ENV,
            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}  # the checkout under test
-    yield Machine(base, user_home, tilth_home, repo, env, user)
-    shutil.rmtree(base, ignore_errors=True)
+    return Machine(base, user_home, tilth_home, repo, env, user)
 
 
 @pytest.mark.slow

@@ -244,6 +244,17 @@ def write_private(directory: Path, name: str, data: bytes) -> Path:
     return directory / name
 
 
+def private_subdir(directory: Path, name: str) -> Path:
+    """`name` in an agent's private config directory as a real directory of tilth's: a symlink or file
+    the agent left there is removed, never followed."""
+    directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.close(_own_directory(directory_fd, name))
+    finally:
+        os.close(directory_fd)
+    return directory / name
+
+
 CLI_AGENTS = ("claude", "codex", "aider", "copilot", "gemini", "qwen", "opencode")
 
 

@@ -27,6 +27,7 @@ from tilth.agents.backends.agent_stream import AgentReport, StreamReader, cut
 from tilth.agents.backends.final_answer import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case,
                                            parse_verdict, parse_worker_answer, verdict_problem)
 from tilth.agents.backends.presets import binary, check_command, launch
+from tilth.agents.backends.qwen_stream import TURN_CAP_EXIT
 from tilth.agents.protocol import AgentFailed, EvaluationJob, LearningJob, UsageLimited, WorkerJob
 from tilth.agents.confinement import Confinement
 from tilth.agents.sandbox import amend
@@ -53,6 +54,10 @@ ROLE_FOR_ACCOUNTING = {"worker": "worker", "evaluator": "evaluator", "learner": 
 LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "aider": "aider", "command": "a command",
           "copilot": "Copilot CLI", "gemini": "Gemini CLI",
           "qwen": "Qwen Code", "opencode": "OpenCode"}
+
+
+EXIT_MEANINGS = {("qwen", TURN_CAP_EXIT): "stopped at its turn cap (--max-session-turns in TILTH_QWEN_ARGS)"}
+"""What an agent's own exit code says, in words, where it says more than a failure."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +169,10 @@ class CliAgent:
             return f"{who} was stopped ({done.stopped}, {limit}); it and every process it started were killed"
         if done.exit_code != 0 or report.is_error:
             said = report.error or (done.stderr or done.stdout)[-300:]
-            return f"{who} exited with code {done.exit_code}" + (f": {cut(said, 300)}" if said.strip() else "")
+            meaning = EXIT_MEANINGS.get((self.name, done.exit_code))
+            head = f"{who} {meaning} (exit code {done.exit_code})" if meaning else \
+                f"{who} exited with code {done.exit_code}"
+            return head + (f": {cut(said, 300)}" if said.strip() else "")
         return None
 
     def _account(self, role: str, at: Where, report: AgentReport, model: str | None, done: Finished) -> None:

@@ -5,7 +5,15 @@ The provider (`tilth`, `@ai-sdk/openai-compatible`) points at `OPENAI_BASE_URL` 
 the key read from `OPENAI_API_KEY` by OpenCode itself (`{env:...}`: the key is never in the file) and
 the one model `OPENAI_MODEL`, which also does the small jobs (a title is passed always, so no hidden
 title request is made). Its data, state, cache and global config dirs (XDG) are inside the private
-dir; update checks, sharing, the models.dev fetch and LSP downloads are off. Inside tilth's sandbox
+dir; update checks, sharing, the models.dev fetch and LSP downloads are off.
+
+At every start OpenCode installs `@opencode-ai/plugin` from the npm registry into each config dir it
+can write that has no `node_modules` or whose `package.json` lists a package its `package-lock.json`
+does not (1.18.33 has no setting or variable that turns this off). So tilth's config dirs (its global
+one under XDG, and the private dir itself, which is `~/.opencode` in the sandbox) hold, written anew
+at every run, a `package.json` and `package-lock.json` naming that package and an empty `node_modules`:
+it has nothing to install, and makes no request to a registry. A repository's own `.opencode/` is
+OpenCode's project config and left as it is. Inside tilth's sandbox
 every role runs with `--auto` (the sandbox mounts the worktree read-only for an evaluator); unconfined
 an evaluator or learner runs the `plan` agent with edits and shell commands denied.
 """
@@ -17,7 +25,7 @@ import os
 import shlex
 from pathlib import Path
 
-from tilth.agents.confinement import write_private
+from tilth.agents.confinement import private_subdir, write_private
 from tilth.core.config import Settings
 from tilth.core.errors import BadInput
 
@@ -26,6 +34,8 @@ QUIET = {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1", "OPE
          "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1"}
 XDG = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
 READ_ONLY = {"edit": "deny", "bash": "deny", "webfetch": "deny"}
+PLUGIN_PACKAGE = "@opencode-ai/plugin"
+"""What OpenCode adds to every config dir it can write at start (its plugins' types)."""
 
 
 def opencode_model() -> str:
@@ -50,6 +60,16 @@ def provider_config(base_url: str, model: str, read_only: bool) -> dict[str, obj
     return config
 
 
+def nothing_to_install(directory: Path) -> None:
+    """`directory` as a config dir OpenCode finds installed: the package it would add already in its
+    manifest and lock file, `node_modules` there."""
+    manifest = {"dependencies": {PLUGIN_PACKAGE: "*"}}
+    lock = {"lockfileVersion": 3, "requires": True, "packages": {"": manifest}}
+    write_private(directory, "package.json", json.dumps(manifest, indent=2).encode())
+    write_private(directory, "package-lock.json", json.dumps(lock, indent=2).encode())
+    private_subdir(directory, "node_modules")
+
+
 def opencode_argv(binary: str, role: str, settings: Settings, env: dict[str, str], sandboxed: bool,
                   home: Path) -> tuple[list[str], str]:
     """Its command line and the model it calls; `env` gets its variables. `home`: its private config
@@ -59,9 +79,10 @@ def opencode_argv(binary: str, role: str, settings: Settings, env: dict[str, str
     config = provider_config(env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL, model, unconfined_reader)
     env["OPENCODE_CONFIG"] = str(write_private(home, "opencode.json", json.dumps(config, indent=2).encode()))
     for variable in XDG:
-        directory = home / variable.removeprefix("XDG_").removesuffix("_HOME").lower()
-        directory.mkdir(mode=0o700, exist_ok=True)
+        directory = private_subdir(home, variable.removeprefix("XDG_").removesuffix("_HOME").lower())
         env[variable] = str(directory)
+    for directory in (home, private_subdir(home / "config", "opencode")):
+        nothing_to_install(directory)
     env.update(QUIET)
     argv = [binary, "run", "--format", "json", "--title", f"tilth {role}"]
     argv += ["--agent", "plan"] if unconfined_reader else ["--auto"] if sandboxed else []
