@@ -76,9 +76,11 @@ class GeminiStream:
         return steps
 
     def report(self) -> AgentReport:
+        """Asked while it runs too (the caps): a message still streaming is read, not ended."""
         self._read_record()
-        self._end_message()
         report = self._report
+        if (streaming := "".join(self._text)).strip():
+            report.final_text = streaming
         stats = (self._result or {}).get("stats")
         if isinstance(stats, dict) and self._result is not None:
             report.prompt_tokens = _count(stats.get("input_tokens"))
