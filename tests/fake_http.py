@@ -4,7 +4,8 @@
 the next scripted `Response` for the request's model (FIFO per model, then the model=None
 fallback queue, then an optional handler), logs every request, and handles the reply kinds that
 need no wire format: "bytes" (sent verbatim), "drop" (close without answering), "hang" (never
-answer until the server stops) and any `delay`. Leaving the `with` block releases hung, stalled
+answer until the server stops), any `delay` and `held` answers (given up when the client hangs up
+first, counted in `hung_up`). Leaving the `with` block releases hung, stalled
 and delayed handlers and keep-alive connections. A subclass renders "reply" (and its own kinds,
 e.g. "stall") in `_render` and routes requests in `_get` / `_post`.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import select
 import socket
 import sys
 import threading
@@ -37,6 +39,8 @@ class Response:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    held: bool = False
+    """With `delay`: not answered at all if the client hangs up first (see `held`)."""
 
     # `a + b` concatenates these fields of two replies ...
     _concat: ClassVar[tuple[str, ...]] = ()
@@ -78,6 +82,12 @@ def delay(seconds: float, response: Response) -> Response:
     return replace(response, delay=response.delay + seconds)
 
 
+def held(seconds: float, response: Response) -> Response:
+    """`response`, answered `seconds` later unless the client hangs up first: then it is never
+    answered and `ScriptedServer.hung_up` counts it (a client killed while it waited)."""
+    return replace(response, delay=response.delay + seconds, held=True)
+
+
 def halves(text: str) -> list[str]:
     """`text` split in two non-empty parts (fewer if it is that short), to stream as deltas."""
     mid = (len(text) + 1) // 2
@@ -113,6 +123,8 @@ class ScriptedServer:
         """`models`: fixed model list (default: the models scripted so far). `api_key`: refuse
         requests without it (see `_key_ok`)."""
         self.requests: list[dict] = []
+        self.hung_up = 0
+        """`held` answers never sent: the client hung up while they were held."""
         self.base_url = ""  # http://127.0.0.1:PORT/v1
         self.root_url = ""  # http://127.0.0.1:PORT
         self._queues: dict[str | None, deque[Response]] = defaultdict(deque)
@@ -233,7 +245,11 @@ class ScriptedServer:
         """Pick the next response for `body` and send it: delay, drop, hang and bytes here, the rest
         via `_render` (with a non-dict body replaced by {})."""
         r = self._pick(body)
-        if r.delay and self._stopping.wait(r.delay):
+        if r.held and h.hung_up_within(r.delay):
+            with self._lock:
+                self.hung_up += 1
+            r = r.drop()
+        elif r.delay and not r.held and self._stopping.wait(r.delay):
             r = r.drop()  # the server is shutting down: don't answer late
         if r.kind == "drop":
             h.close_connection = True
@@ -344,6 +360,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
+
+    def hung_up_within(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the client to close the connection (or the server to stop, which
+        shuts it down): True when it did."""
+        if select.select([self.connection], [], [], seconds)[0]:
+            try:
+                return not self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                return True
+        return False
 
     def wait_for_stop(self) -> None:
         self.fake._stopping.wait()

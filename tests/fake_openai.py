@@ -20,11 +20,11 @@ import json
 import time
 from dataclasses import dataclass
 
-from fake_http import Handler, ScriptedServer, delay, halves, openai_error, openai_model, openai_models
+from fake_http import Handler, ScriptedServer, delay, halves, held, openai_error, openai_model, openai_models
 from fake_http import Response as _Response
 from tilth.run.final_review import ASK as FINAL_REVIEW_ASK
 
-__all__ = ["DEFAULT_USAGE", "Response", "call", "SUBMIT", "ACCEPT", "reply", "fault", "raw", "drop", "delay",
+__all__ = ["DEFAULT_USAGE", "Response", "call", "SUBMIT", "ACCEPT", "reply", "fault", "raw", "drop", "delay", "held",
            "FakeOpenAI"]
 
 DEFAULT_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}

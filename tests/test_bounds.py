@@ -66,6 +66,19 @@ def test_a_cli_agent_printing_past_the_cap_is_stopped_and_its_logs_bounded(tmp_p
     assert lines == [{"type": "hello"}], "lines are still handed on as they come"
 
 
+def test_a_silent_cli_agent_is_stopped_by_the_usage_it_writes_to_a_file(tmp_path):
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text("go")
+    usage = tmp_path / "usage.jsonl"
+
+    def over_cap() -> str | None:
+        return "max_spend_usd reached" if usage.exists() else None
+    done = run_agent(["bash", "-c", f"echo '{{}}' > {usage}; exec sleep 60"], tmp_path, dict(os.environ), prompt, 60,
+                     tmp_path / "agents", "T-1-1-worker", lambda _: None, every_tick=over_cap)
+    assert done.stopped == "max_spend_usd reached" and done.stdout_bytes == 0, done
+    assert done.duration_ms < 30_000, "stopped at the next tick, not at the timeout"
+
+
 FORK_LOOP = """
 import os, sys, time
 for n in range(200):

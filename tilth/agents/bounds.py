@@ -49,6 +49,9 @@ a tilth process that died, removed by the next one to probe)."""
 
 Sink = Callable[[bytes], "str | None"]
 """Takes a chunk of output; a reason it returns (a cap crossed) stops the command at once."""
+Tick = Callable[[], "str | None"]
+"""Called every `TICK_S` while the command runs, output or not; a reason it returns stops the command."""
+TICK_S = 0.1
 
 
 class Output:
@@ -73,17 +76,25 @@ class Output:
             for fd in self.child_ends:
                 os.close(fd)
 
-    def wait(self, pid: int, timeout: float) -> str | None:
-        """Read until the process exits (None), the output passes the cap ("too much output") or the
-        timeout ("timeout"). The process is left unreaped, so its pid (= the group id) is not reused."""
+    def wait(self, pid: int, timeout: float, tick: Tick | None = None) -> str | None:
+        """Read until the process exits (None), the output passes the cap ("too much output"), the
+        timeout ("timeout") or `tick` gives a reason. The process is left unreaped, so its pid (= the
+        group id) is not reused."""
         pidfd = os.pidfd_open(pid)
         try:
             deadline = time.monotonic() + timeout
+            next_tick = time.monotonic() + TICK_S
             while (remaining := deadline - time.monotonic()) > 0:
+                if tick is not None:
+                    remaining = min(remaining, max(0.0, next_tick - time.monotonic()))
                 ready = select.select([pidfd, *self.open], [], [], remaining)[0]
                 for fd in ready:
                     if fd != pidfd and not self._read(fd):
                         return "too much output"
+                if tick is not None and time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + TICK_S
+                    if (said := tick()) and self.stop_reason is None:
+                        self.stop_reason = said
                 if self.stop_reason is not None:
                     return self.stop_reason
                 if pidfd in ready:

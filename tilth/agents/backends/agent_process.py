@@ -9,7 +9,10 @@ events into journal events live. stderr is kept whole (redacted) in `<stem>.stde
 stdout and stderr together pass MAX_OUTPUT_BYTES the agent is stopped as `too much output`; the
 logs never hold more than that. stdin is the prompt file, never an open pipe (an agent that reads
 stdin to EOF would hang on one). When `on_line` returns a reason (a cap crossed by the usage
-streamed so far), the whole group is killed at once and the run is `stopped` with that reason.
+streamed so far), the whole group is killed at once and the run is `stopped` with that reason;
+so when `every_tick` does, which is called every `bounds.TICK_S` whether the agent prints or not:
+an agent that reports its usage in a file of its own (Copilot, Gemini) is held to the caps while
+its stdout is quiet.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, collected
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, Tick, collected
 from tilth.agents.tools.shell import run_bounded
 from tilth.store.jsonio import parse_object, write_atomic
 from tilth.store.redaction import redact
@@ -83,7 +86,8 @@ class _Lines:
 
 def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, timeout: float, logs: Path, stem: str,
               on_line: Callable[[dict[str, Any]], str | None] | None = None,
-              max_processes: int | None = DEFAULT_MAX_PROCESSES, plain_lines: bool = False) -> Finished:
+              max_processes: int | None = DEFAULT_MAX_PROCESSES, plain_lines: bool = False,
+              every_tick: Tick | None = None) -> Finished:
     """Run to the end (or the timeout); raises OSError when the agent cannot be started.
     `plain_lines`: every stdout line goes to `on_line` as `{"text": line}`, JSON or not."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -93,7 +97,7 @@ def run_agent(argv: list[str], cwd: Path, env: dict[str, str], stdin: Path, time
     errors, to_errors = collected()
     with open(stdin, "rb") as prompt, open(log, "ab") as out:
         lines = _Lines(out, on_line, plain_lines)
-        code, stopped = run_bounded(argv, cwd, env, prompt, (lines, to_errors), timeout, max_processes)
+        code, stopped = run_bounded(argv, cwd, env, prompt, (lines, to_errors), timeout, max_processes, every_tick)
         lines.finish()
     write_atomic(logs / f"{stem}.stderr", bytes(errors))
     return Finished(code, stopped, b"".join(lines.tail).decode(errors="replace"), errors.decode(errors="replace"),

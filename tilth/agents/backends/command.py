@@ -6,7 +6,8 @@ evaluator and the learner, the agent's own config directory writable, nothing el
 stream becomes `agent_step` events as it runs and one `model_call` event at the end (tokens
 and cost from the agent's own report, else the price table), so status, the report and the
 spend cap count it. Its usage is also read as it streams (Claude's turns, Codex's
-`turn.completed`, aider's `Tokens:`/`Cost:` lines, a `command` agent's usage lines): once that takes the session over its spend
+`turn.completed`, aider's `Tokens:`/`Cost:` lines, a `command` agent's usage lines), and the usage
+files Copilot and Gemini write as they grow, on a timer, stdout or not: once that takes the session over its spend
 or token cap, the agent's process group is killed and the run counted as far as it got. A run
 that crashes, exits non-zero or times out raises `AgentFailed` (a rejected iteration); one that
 ends on a usage limit raises `UsageLimited` (the session pauses).
@@ -94,7 +95,7 @@ class CliAgent:
             spec = launch(self.name, role, self.settings, prompt_file, at.sandbox, left)
             wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
                             readable=([prompt_file] if spec.prompt_argument else []) + spec.readable)
-            on_line = self._stepper(role, at, spec.reader, spec.model)
+            on_line, over_cap = self._stepper(role, at, spec.reader, spec.model)
             timeout, walled = self.settings.agent_timeout_s, False
             if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
                 timeout, walled = max(0.1, self.meter.wall_deadline - time.monotonic()), True
@@ -103,7 +104,7 @@ class CliAgent:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
                                  prompt_file if spec.stdin_is_prompt else Path(os.devnull), timeout,
                                  at.events.path.parent / "agents", stem, on_line, max_processes=at.sandbox.max_processes,
-                                 plain_lines=spec.plain_output)
+                                 plain_lines=spec.plain_output, every_tick=over_cap)
             except OSError as exc:
                 raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
         if walled and done.stopped == "timeout":
@@ -138,21 +139,25 @@ class CliAgent:
             raise AgentFailed(failure)
         return answer, text
 
-    def _stepper(self, role: str, at: Where, reader: StreamReader, model: str | None) -> Callable[[dict[str, Any]], str | None]:
-        """Each line's steps as events; a reason to kill the agent once the usage streamed so far
-        takes the session over its spend or token cap."""
+    def _stepper(self, role: str, at: Where, reader: StreamReader, model: str | None
+                 ) -> tuple[Callable[[dict[str, Any]], str | None], Callable[[], str | None] | None]:
+        """Each line's steps as events, and a reason to kill the agent once the usage read so far
+        takes the session over its spend or token cap: checked at every line and, for the usage an
+        agent writes to a file of its own (`reader.report()` reads it as it grows), on a timer
+        (None: no cap to check)."""
         watch = self.meter.spend_limit is not None or self.meter.token_limit is not None
+
+        def over_cap() -> str | None:
+            usage, name = self._usage(reader.report(), model)
+            cap = self.meter.crossing(call_cost(self.settings, name, usage)[0], usage.tokens)
+            return None if cap is None else f"{cap} reached"
 
         def on_line(event: dict[str, Any]) -> str | None:
             for step in reader.feed(event):
                 at.events.emit("agent_step", at.task_id, at.iteration, role=role, agent=self.name, kind=step.kind,
                                name=step.name, text=step.text)
-            if not watch:
-                return None
-            usage, name = self._usage(reader.report(), model)
-            cap = self.meter.crossing(call_cost(self.settings, name, usage)[0], usage.tokens)
-            return None if cap is None else f"{cap} reached"
-        return on_line
+            return over_cap() if watch else None
+        return on_line, over_cap if watch else None
 
     def _usage(self, report: AgentReport, model: str | None) -> tuple[Usage, str]:
         usage = Usage.model_validate({"prompt_tokens": report.prompt_tokens, "completion_tokens": report.completion_tokens,

@@ -8,10 +8,13 @@ Verified against the real binary run on tests/fake_openai.py (Chat Completions t
   `session.error` when the run gives up, and a last `result` (`sessionId`, `exitCode`). Its
   `assistant.usage` events are left out of the JSON output: no token count reaches stdout.
 - Tokens while it runs: the OpenTelemetry file exporter (`COPILOT_OTEL_EXPORTER_TYPE=file`, a local
-  JSONL file, nothing sent anywhere) writes one `chat <model>` span per model call as the call ends
-  (`gen_ai.usage.input_tokens`, cached ones included, `.cache_read.input_tokens`,
-  `.cache_write.input_tokens`, `gen_ai.usage.output_tokens`); it is read at every stdout line, so a
-  call's usage counts by the next line Copilot prints after it (the tool it runs, the next turn).
+  JSONL file, nothing sent anywhere) writes one `chat <model>` span per model call as its turn
+  ends (after the tools it asked for ran), not in step with stdout (`gen_ai.usage.input_tokens`,
+  cached ones included, `.cache_read.input_tokens`, `.cache_write.input_tokens`,
+  `gen_ai.usage.output_tokens`). It is read at every stdout line and, with a cap to keep, every
+  `bounds.TICK_S` (`report()`), so a call's usage counts within that of the span's writing however
+  quiet stdout is: read only at stdout lines, a span written after the next request's
+  `model.call_start` line waited for that call's answer, and the call after it could be made.
   Its session-state `events.jsonl` is flushed seconds late and is not used.
 - Tokens at the end: `--usage-output-file` (JSON, written as it exits): `modelMetrics` per model
   with `requests.count` and `usage` {inputTokens (cached included), outputTokens, cacheReadTokens,

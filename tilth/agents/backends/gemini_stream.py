@@ -11,8 +11,8 @@ Verified against the real binary run on tests/fake_gemini.py (the Gemini API thr
 - Tokens while it runs: none on stdout before `result`. Its chat record
   (`$GEMINI_CLI_HOME/.gemini/tmp/<project>/chats/session-<time>-<id[:8]>.jsonl`) gets one `gemini`
   record per model call as the call ends (`tokens` {input, output, cached, thoughts}; a record is
-  written again, same id, when its tool calls finish); it is read at every stdout line, so a call's
-  usage counts by its `tool_result`, before the next call is made. Calls outside the chat (a
+  written again, same id, when its tool calls finish); it is read at every stdout line and, with a
+  cap to keep, every `bounds.TICK_S` (`report()`), so a call's usage counts as its record is written. Calls outside the chat (a
   summary, a loop check) count only in `result`.
 - Limits: a 429 that outlived its retries (`general.maxAttempts`), or one that says the daily quota
   is gone, ends with a `result` of status error and the process exits with 429 & 0xff = 173; its
@@ -76,9 +76,11 @@ class GeminiStream:
         return steps
 
     def report(self) -> AgentReport:
+        """Asked while it runs too (the caps): a message still streaming is read, not ended."""
         self._read_record()
-        self._end_message()
         report = self._report
+        if (streaming := "".join(self._text)).strip():
+            report.final_text = streaming
         stats = (self._result or {}).get("stats")
         if isinstance(stats, dict) and self._result is not None:
             report.prompt_tokens = _count(stats.get("input_tokens"))

@@ -3,7 +3,8 @@ of the lines completed since the last call (a line still being written waits for
 
 The Copilot and Gemini CLIs print no token counts on stdout while they run; they append them to
 a file of their own (Copilot's OpenTelemetry file, Gemini's chat record), which their stream
-readers read through this at each stdout line, so the spend cap sees each model call as it ends.
+readers read through this at each stdout line and on a timer (`report()`, `command.CliAgent`),
+so the spend cap sees each model call as it ends, whether stdout speaks or not.
 A file replaced by a shorter one is read again from its start."""
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Sequence
 
-from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, MAX_OUTPUT_BYTES, Output, ProcessLimit, Sink, collected
+from tilth.agents.bounds import DEFAULT_MAX_PROCESSES, MAX_OUTPUT_BYTES, Output, ProcessLimit, Sink, Tick, collected
 from tilth.agents.hidden_paths import hidden_paths, hint
 from tilth.core.errors import ToolError
 from tilth.core.processes import kill_group
@@ -88,10 +88,11 @@ def run_command(command: str, cwd: Path, timeout: float = 120, max_output: int =
 
 def run_bounded(argv: list[str], cwd: Path, env: dict[str, str] | None, stdin: int | BinaryIO,
                 sinks: tuple[Sink, Sink], timeout: float,
-                max_processes: int | None) -> tuple[int, str | None]:
+                max_processes: int | None, tick: Tick | None = None) -> tuple[int, str | None]:
     """Run `argv` in a session of its own, its stdout and stderr handed to `sinks` and cut at the
     output cap as they arrive, at most `max_processes` processes at once; when it exits or is stopped
-    its whole group is killed. (exit code, None or why it was stopped: "timeout", "too much output")."""
+    its whole group is killed. (exit code, None or why it was stopped: "timeout", "too much output",
+    or the reason a sink or `tick` gave)."""
     output = Output(sinks)
     limit = ProcessLimit(max_processes)
     try:
@@ -102,7 +103,7 @@ def run_bounded(argv: list[str], cwd: Path, env: dict[str, str] | None, stdin: i
         finally:
             output.started()
         try:
-            stopped = output.wait(proc.pid, timeout)
+            stopped = output.wait(proc.pid, timeout, tick)
         finally:
             kill_group(proc.pid)
             limit.end()
