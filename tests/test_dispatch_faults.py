@@ -90,6 +90,42 @@ def test_a_frozen_worker_whose_session_was_taken_over_and_finished_names_the_tak
     assert ended and ended[0]["state"] == "stopped" and f":{taker}:" in ended[0]["reason"], ended
 
 
+@pytest.mark.timeout(240)
+def test_a_worker_whose_lease_is_taken_mid_attempt_stops_it_at_once_and_the_new_holder_finishes_it(cluster):
+    cluster.environ["w1"] = {"TILTH_TEST_PAUSE_AT": "worker@T-1", "TILTH_TEST_FAULTS": "1"}
+    cluster.worker("w1")
+    cluster.start("cut", tasks=2)
+    wait_until(cluster.root, lambda: re.search(r"paused at worker pid=(\d+)", log_of(cluster, "w1")),
+               "w1's worker to finish its turn on T-1", 60)
+    pid = int(re.findall(r"paused at worker pid=(\d+)", log_of(cluster, "w1"))[0])
+    client = redis.Redis.from_url(cluster.redis.url)
+    client.set("tilth:lease:cut", "the-new-holder:1:beef", px=120_000)  # a partition: another worker took it
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "w1's renewal to find it gone", 30)
+    os.kill(pid, signal.SIGUSR1)  # the attempt goes on from the end of the worker's turn
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "w1's job to end", 60)
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "cut" / "events.jsonl").read_text()
+               .splitlines()]
+    lost = next(i for i, e in enumerate(journal) if e["type"] == "lease_lost")
+    after = [e["type"] for e in journal[lost + 1:]]
+    assert not {"verdict", "commit", "task_done", "scripted_step", "agent_started", "model_call", "task_started",
+                "prompt_assembled", "learnings_proposed"} & set(after), \
+        f"the attempt went on after the loss: {after}"
+    cut = [e for e in journal[lost:] if e["type"] == "attempt_cut"]
+    assert len(cut) == 1 and cut[0]["task"] == "T-1" and "the-new-holder:1:beef" in cut[0]["data"]["reason"], after
+    ended = [e["data"] for e in journal[lost:] if e["type"] == "session_end"]
+    assert ended and ended[0]["state"] == "stopped", ended
+    assert cluster.commits("cut") == [], "nothing of the cut attempt reached the remote"
+
+    cluster.kill("w1")
+    client.delete("tilth:lease:cut")  # the new holder's machine died: the sweep hands the session on
+    cluster.worker("w2")
+    waited = cluster.wait("cut")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("cut") == THREE[:2], "one commit per task"
+    ledger = [json.loads(line) for line in cluster.file("cut", "ledger/T-1.jsonl").splitlines()]
+    assert [(e["iter"], e["verdict"]["verdict"]) for e in ledger] == [(1, "accept")], ledger
+
+
 def paused(cluster, name: str) -> list[int]:
     return [int(pid) for pid in re.findall(r"paused at before_push pid=(\d+)", log_of(cluster, name))]
 
