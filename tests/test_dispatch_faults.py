@@ -407,6 +407,42 @@ def test_the_supervisor_alone_brings_back_what_a_broker_that_came_back_empty_for
         lost.cleanup()
 
 
+@pytest.mark.timeout(300)
+def test_a_worker_brings_back_what_it_pushed_last_when_the_broker_comes_back_empty_and_nothing_else(tmp_path):
+    lost = Cluster(tmp_path, persistent=False)
+    broker = redis.Redis.from_url(lost.redis.url)
+    try:
+        lost.worker("w1")
+        lost.start("fin", tasks=1)
+        assert lost.wait("fin").returncode == 0
+        lost.start("back", tasks=2, held="T-2")
+        lost.reached("back", "T-2")
+        leaving = lost.workers.pop("w1")
+        leaving.send_signal(signal.SIGTERM)  # it stops at a safe point and pushes the session back as queued
+        lost.release("back", "T-2")
+        assert leaving.wait(60) == 0
+        lost.start("other", tasks=1)  # pushed by the machine that started it; no worker ran it
+        finished = git(lost.remote, "rev-parse", "refs/tilth/sessions/fin")
+        lost.redis.restart()
+        lost.worker("w1")
+        wait_until(lost.root, lambda: broker.hget("tilth:session:back", "state") is not None,
+                   "w1 to bring back the session it pushed last", 60)
+        waited = lost.wait("back")
+        assert waited.returncode == 0, waited.stdout + waited.stderr + log_of(lost, "w1")[-3000:]
+        assert lost.commits("back") == THREE[:2], "one commit per task"
+        assert broker.hget("tilth:session:fin", "state") == b"done", "known again as it ended"
+        assert git(lost.remote, "rev-parse", "refs/tilth/sessions/fin") == finished, "no job ran for fin"
+        assert started_runs(lost, "fin") == 1 and started_runs(lost, "back") == 2
+        assert broker.hget("tilth:session:other", "state") is None, "a session w1 never pushed is not w1's to vouch for"
+        assert not broker.exists("tilth:memory"), "a supervisor's recovery of the rest still follows"
+        assert "the broker came back empty: session back: queued on the remote; queued again" in log_of(lost, "w1")
+        resumed = lost.tilth("h9", "resume", "--forgotten")
+        assert "session other: queued on the remote; queued again" in resumed.stdout, resumed.stdout + resumed.stderr
+        assert lost.wait("other").returncode == 0
+    finally:
+        lost.cleanup()
+
+
 @pytest.mark.timeout(240)
 def test_an_end_state_the_broker_missed_goes_out_when_it_answers_and_nothing_runs_again(cluster):
     cluster.worker("w1")
