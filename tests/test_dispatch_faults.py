@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from conftest import git
+from conftest import git, task
 from dispatch_cluster import AS_ROOT_AND_UNPRIVILEGED, Cluster, cluster  # noqa: F401 (the fixture)
 from supervised import wait_until
 
@@ -124,6 +124,47 @@ def test_a_worker_whose_lease_is_taken_mid_attempt_stops_it_at_once_and_the_new_
     assert cluster.commits("cut") == THREE[:2], "one commit per task"
     ledger = [json.loads(line) for line in cluster.file("cut", "ledger/T-1.jsonl").splitlines()]
     assert [(e["iter"], e["verdict"]["verdict"]) for e in ledger] == [(1, "accept")], ledger
+
+
+@pytest.mark.timeout(240)
+def test_tilth_own_loop_on_a_worker_that_lost_its_lease_makes_no_model_call_after_the_one_in_flight(cluster, fake):
+    from conftest import MODEL_KEY
+    from fake_openai import reply, SUBMIT
+
+    in_call, go = threading.Event(), threading.Event()
+
+    def model(body: dict):
+        if body.get("model") == "evaluator":
+            raise AssertionError("the evaluator was called for an attempt the worker no longer holds")
+        if not in_call.is_set():
+            in_call.set()
+            go.wait(60)
+            return reply(tool_calls=[("write_file", json.dumps({"path": "a.txt", "content": "a\n"}))])
+        return reply(tool_calls=[SUBMIT])
+
+    fake.set_handler(model)
+    models = {"TILTH_API_KEY": MODEL_KEY, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
+              "TILTH_RETRY_BASE_DELAY": "0", "TILTH_SELF_IMPROVEMENT": "false", "TILTH_FINAL_REVIEW": "false"}
+    cluster.environ["h0"] = {**models, "TILTH_BASE_URL": fake.base_url, "TILTH_PREFLIGHT": "false"}
+    cluster.environ["w1"] = models
+    cluster.extra["w1"] = f'\n\nbase_url = "{fake.base_url}"\npreflight = false\n'
+    cluster.worker("w1")
+    plan = cluster.root / "own-prd.json"
+    plan.write_text(json.dumps([task("T-1")]))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "own")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert in_call.wait(60), "the worker's first model call never came: " + log_of(cluster, "w1")[-3000:]
+    client = redis.Redis.from_url(cluster.redis.url)
+    client.set("tilth:lease:own", "the-new-holder:1:beef", px=120_000)
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "w1's renewal to find it gone", 30)
+    go.set()  # the call in flight answers, asking for more work
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "w1's job to end", 60)
+    asked = [r["body"]["model"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    assert asked == ["worker"], f"model calls after the loss: {asked}"
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "own" / "events.jsonl").read_text()
+               .splitlines()]
+    assert [e["data"]["reason"] for e in journal if e["type"] == "attempt_cut"] and \
+        sum(e["type"] == "model_call" for e in journal) == 1, [e["type"] for e in journal]
 
 
 def paused(cluster, name: str) -> list[int]:
@@ -349,6 +390,7 @@ def started_runs(cluster, sid: str) -> int:
 @pytest.mark.timeout(240)
 def test_a_broker_that_forgot_everything_costs_one_command_and_runs_nothing_twice(tmp_path):
     lost = Cluster(tmp_path, persistent=False)
+    lost.extra["w1"] = "\n\nrequeue_forgotten = false\n"  # what one person's command does, the worker's own part off
     try:
         lost.worker("w1")
         lost.start("fd", tasks=1)

@@ -15,12 +15,15 @@ import hashlib
 import socket
 from pathlib import Path
 
+from tilth.core.errors import BadInput
+from tilth.core.processes import proc_stat
 from tilth.dispatch.broker import Broker
 from tilth.dispatch.recorded import forgotten, recover
 from tilth.git.carry import clone_dir, last_sent
 from tilth.git.gitcli import GitFailed
 from tilth.git.records import remote_record
-from tilth.store.home import SESSION_ID_PATTERN
+from tilth.store.home import SESSION_ID_PATTERN, session_paths
+from tilth.store.session import SessionState, load_session
 
 
 def machine_mark(broker: Broker, home: Path) -> str:
@@ -43,7 +46,19 @@ def bring_back_own(broker: Broker, home: Path) -> list[str]:
         except GitFailed:
             return []
         own = sorted(i for i, there in on_remote.items()
-                     if SESSION_ID_PATTERN.match(i) and last_sent(clone, i) == (there.files, there.branch))
+                     if SESSION_ID_PATTERN.match(i) and last_sent(clone, i) == (there.files, there.branch)
+                     and not running_here(home, i))
     lines = recover(broker, forgotten(broker, home, only=own), whole=False) if own else []
     broker.redis.set(mark, b"1")
     return lines
+
+
+def running_here(home: Path, session_id: str) -> bool:
+    """A session a job on this machine runs now: its lease, gone with the broker's memory, is taken
+    again at its next renewal, and queuing it meanwhile would only start a job that waits for nothing."""
+    try:
+        record = load_session(session_paths(session_id, home))
+    except BadInput:
+        return False
+    stat = proc_stat(record.pid) if record.state == SessionState.running and record.pid else None
+    return stat is not None and stat[0] != "Z"
