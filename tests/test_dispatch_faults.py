@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 
@@ -165,6 +166,52 @@ def test_tilth_own_loop_on_a_worker_that_lost_its_lease_makes_no_model_call_afte
                .splitlines()]
     assert [e["data"]["reason"] for e in journal if e["type"] == "attempt_cut"] and \
         sum(e["type"] == "model_call" for e in journal) == 1, [e["type"] for e in journal]
+
+
+HELD_AGENT = r'''
+import json, os, sys, time
+gates = sys.argv[1]
+line = {"type": "usage", "model": "my-model", "prompt_tokens": 100, "completion_tokens": 5, "cost": 0.01}
+print(json.dumps(line), flush=True)
+open(os.path.join(gates, "agent-reached"), "w").close()
+while not os.path.exists(os.path.join(gates, "agent-go")):
+    time.sleep(0.05)
+print(json.dumps(line), flush=True)  # its next model call's usage
+time.sleep(60)  # a long run: only the lost lease can end it early
+print("```json\n" + json.dumps({"summary": "late", "criteria": []}) + "\n```")
+'''
+
+
+@pytest.mark.timeout(240)
+def test_a_cli_agent_on_a_worker_that_lost_its_lease_is_killed_at_its_next_streamed_line(cluster, fake):
+    from conftest import MODEL_KEY
+
+    agent = cluster.root / "agent.py"
+    agent.write_text(HELD_AGENT)
+    models = {"TILTH_API_KEY": MODEL_KEY, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
+              "TILTH_SELF_IMPROVEMENT": "false", "TILTH_FINAL_REVIEW": "false"}
+    cluster.environ["h0"] = {**models, "TILTH_BASE_URL": fake.base_url, "TILTH_PREFLIGHT": "false"}
+    cluster.environ["w1"] = models
+    cluster.extra["w1"] = (f'\n\nbase_url = "{fake.base_url}"\npreflight = false\nworker_backend = "command"\n'
+                           f'worker_command = "{os.path.realpath(sys.executable)} {agent} {cluster.gates}"\n')
+    cluster.worker("w1")
+    plan = cluster.root / "cli-prd.json"
+    plan.write_text(json.dumps([task("T-1")]))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "cli")
+    assert started.returncode == 0, started.stdout + started.stderr
+    wait_until(cluster.gates, (cluster.gates / "agent-reached").exists, "the agent to start", 60)
+    redis.Redis.from_url(cluster.redis.url).set("tilth:lease:cli", "the-new-holder:1:beef", px=120_000)
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "w1's renewal to find it gone", 30)
+    (cluster.gates / "agent-go").touch()
+    began = time.monotonic()
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "w1's job to end", 45)
+    assert time.monotonic() - began < 30, "the agent ran on to its end"
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "cli" / "events.jsonl").read_text()
+               .splitlines()]
+    runs = [e["data"]["stopped"] for e in journal if e["type"] == "agent_run"]
+    assert len(runs) == 1 and runs[0].startswith("stopped at once: lost the session to worker the-new-holder"), runs
+    assert any(e["type"] == "attempt_cut" for e in journal) and not any(e["type"] == "verdict" for e in journal)
+    assert not [r for r in fake.requests if r["path"].endswith("/chat/completions")], "no evaluator was asked"
 
 
 def paused(cluster, name: str) -> list[int]:
