@@ -8,13 +8,14 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 import time
 
 import pytest
 import redis
 
-from conftest import git
+from conftest import git, task
 from dispatch_cluster import AS_ROOT_AND_UNPRIVILEGED, Cluster, cluster  # noqa: F401 (the fixture)
 from supervised import wait_until
 
@@ -88,6 +89,129 @@ def test_a_frozen_worker_whose_session_was_taken_over_and_finished_names_the_tak
     assert not {"task_started", "agent_started", "session_started"} & set(after), after
     ended = [e["data"] for e in journal[lost:] if e["type"] == "session_end"]
     assert ended and ended[0]["state"] == "stopped" and f":{taker}:" in ended[0]["reason"], ended
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_whose_lease_is_taken_mid_attempt_stops_it_at_once_and_the_new_holder_finishes_it(cluster):
+    cluster.environ["w1"] = {"TILTH_TEST_PAUSE_AT": "worker@T-1", "TILTH_TEST_FAULTS": "1"}
+    cluster.worker("w1")
+    cluster.start("cut", tasks=2)
+    wait_until(cluster.root, lambda: re.search(r"paused at worker pid=(\d+)", log_of(cluster, "w1")),
+               "w1's worker to finish its turn on T-1", 60)
+    pid = int(re.findall(r"paused at worker pid=(\d+)", log_of(cluster, "w1"))[0])
+    client = redis.Redis.from_url(cluster.redis.url)
+    client.set("tilth:lease:cut", "the-new-holder:1:beef", px=120_000)  # a partition: another worker took it
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "w1's renewal to find it gone", 30)
+    os.kill(pid, signal.SIGUSR1)  # the attempt goes on from the end of the worker's turn
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "w1's job to end", 60)
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "cut" / "events.jsonl").read_text()
+               .splitlines()]
+    lost = next(i for i, e in enumerate(journal) if e["type"] == "lease_lost")
+    after = [e["type"] for e in journal[lost + 1:]]
+    assert not {"verdict", "commit", "task_done", "scripted_step", "agent_started", "model_call", "task_started",
+                "prompt_assembled", "learnings_proposed"} & set(after), \
+        f"the attempt went on after the loss: {after}"
+    cut = [e for e in journal[lost:] if e["type"] == "attempt_cut"]
+    assert len(cut) == 1 and cut[0]["task"] == "T-1" and "the-new-holder:1:beef" in cut[0]["data"]["reason"], after
+    ended = [e["data"] for e in journal[lost:] if e["type"] == "session_end"]
+    assert ended and ended[0]["state"] == "stopped", ended
+    assert cluster.commits("cut") == [], "nothing of the cut attempt reached the remote"
+
+    cluster.kill("w1")
+    client.delete("tilth:lease:cut")  # the new holder's machine died: the sweep hands the session on
+    cluster.worker("w2")
+    waited = cluster.wait("cut")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert cluster.commits("cut") == THREE[:2], "one commit per task"
+    ledger = [json.loads(line) for line in cluster.file("cut", "ledger/T-1.jsonl").splitlines()]
+    assert [(e["iter"], e["verdict"]["verdict"]) for e in ledger] == [(1, "accept")], ledger
+
+
+@pytest.mark.timeout(240)
+def test_tilth_own_loop_on_a_worker_that_lost_its_lease_makes_no_model_call_after_the_one_in_flight(cluster, fake):
+    from conftest import MODEL_KEY
+    from fake_openai import reply, SUBMIT
+
+    in_call, go = threading.Event(), threading.Event()
+
+    def model(body: dict):
+        if body.get("model") == "evaluator":
+            raise AssertionError("the evaluator was called for an attempt the worker no longer holds")
+        if not in_call.is_set():
+            in_call.set()
+            go.wait(60)
+            return reply(tool_calls=[("write_file", json.dumps({"path": "a.txt", "content": "a\n"}))])
+        return reply(tool_calls=[SUBMIT])
+
+    fake.set_handler(model)
+    models = {"TILTH_API_KEY": MODEL_KEY, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
+              "TILTH_RETRY_BASE_DELAY": "0", "TILTH_SELF_IMPROVEMENT": "false", "TILTH_FINAL_REVIEW": "false"}
+    cluster.environ["h0"] = {**models, "TILTH_BASE_URL": fake.base_url, "TILTH_PREFLIGHT": "false"}
+    cluster.environ["w1"] = models
+    cluster.extra["w1"] = f'\n\nbase_url = "{fake.base_url}"\npreflight = false\n'
+    cluster.worker("w1")
+    plan = cluster.root / "own-prd.json"
+    plan.write_text(json.dumps([task("T-1")]))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "own")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert in_call.wait(60), "the worker's first model call never came: " + log_of(cluster, "w1")[-3000:]
+    client = redis.Redis.from_url(cluster.redis.url)
+    client.set("tilth:lease:own", "the-new-holder:1:beef", px=120_000)
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "w1's renewal to find it gone", 30)
+    go.set()  # the call in flight answers, asking for more work
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "w1's job to end", 60)
+    asked = [r["body"]["model"] for r in fake.requests if r["path"].endswith("/chat/completions")]
+    assert asked == ["worker"], f"model calls after the loss: {asked}"
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "own" / "events.jsonl").read_text()
+               .splitlines()]
+    assert [e["data"]["reason"] for e in journal if e["type"] == "attempt_cut"] and \
+        sum(e["type"] == "model_call" for e in journal) == 1, [e["type"] for e in journal]
+
+
+HELD_AGENT = r'''
+import json, os, sys, time
+gates = sys.argv[1]
+line = {"type": "usage", "model": "my-model", "prompt_tokens": 100, "completion_tokens": 5, "cost": 0.01}
+print(json.dumps(line), flush=True)
+open(os.path.join(gates, "agent-reached"), "w").close()
+while not os.path.exists(os.path.join(gates, "agent-go")):
+    time.sleep(0.05)
+print(json.dumps(line), flush=True)  # its next model call's usage
+time.sleep(60)  # a long run: only the lost lease can end it early
+print("```json\n" + json.dumps({"summary": "late", "criteria": []}) + "\n```")
+'''
+
+
+@pytest.mark.timeout(240)
+def test_a_cli_agent_on_a_worker_that_lost_its_lease_is_killed_at_its_next_streamed_line(cluster, fake):
+    from conftest import MODEL_KEY
+
+    agent = cluster.root / "agent.py"
+    agent.write_text(HELD_AGENT)
+    models = {"TILTH_API_KEY": MODEL_KEY, "TILTH_WORKER_MODEL": "worker", "TILTH_EVALUATOR_MODEL": "evaluator",
+              "TILTH_SELF_IMPROVEMENT": "false", "TILTH_FINAL_REVIEW": "false"}
+    cluster.environ["h0"] = {**models, "TILTH_BASE_URL": fake.base_url, "TILTH_PREFLIGHT": "false"}
+    cluster.environ["w1"] = models
+    cluster.extra["w1"] = (f'\n\nbase_url = "{fake.base_url}"\npreflight = false\nworker_backend = "command"\n'
+                           f'worker_command = "{os.path.realpath(sys.executable)} {agent} {cluster.gates}"\n')
+    cluster.worker("w1")
+    plan = cluster.root / "cli-prd.json"
+    plan.write_text(json.dumps([task("T-1")]))
+    started = cluster.tilth("h0", "start", "--dispatch", "--prd", str(plan), "--id", "cli")
+    assert started.returncode == 0, started.stdout + started.stderr
+    wait_until(cluster.gates, (cluster.gates / "agent-reached").exists, "the agent to start", 60)
+    redis.Redis.from_url(cluster.redis.url).set("tilth:lease:cli", "the-new-holder:1:beef", px=120_000)
+    wait_until(cluster.root, lambda: "lease lost" in log_of(cluster, "w1"), "w1's renewal to find it gone", 30)
+    (cluster.gates / "agent-go").touch()
+    began = time.monotonic()
+    wait_until(cluster.root, lambda: "Job OK" in log_of(cluster, "w1"), "w1's job to end", 45)
+    assert time.monotonic() - began < 30, "the agent ran on to its end"
+    journal = [json.loads(line) for line in (cluster.home("w1") / "sessions" / "cli" / "events.jsonl").read_text()
+               .splitlines()]
+    runs = [e["data"]["stopped"] for e in journal if e["type"] == "agent_run"]
+    assert len(runs) == 1 and runs[0].startswith("stopped at once: lost the session to worker the-new-holder"), runs
+    assert any(e["type"] == "attempt_cut" for e in journal) and not any(e["type"] == "verdict" for e in journal)
+    assert not [r for r in fake.requests if r["path"].endswith("/chat/completions")], "no evaluator was asked"
 
 
 def paused(cluster, name: str) -> list[int]:
@@ -313,6 +437,7 @@ def started_runs(cluster, sid: str) -> int:
 @pytest.mark.timeout(240)
 def test_a_broker_that_forgot_everything_costs_one_command_and_runs_nothing_twice(tmp_path):
     lost = Cluster(tmp_path, persistent=False)
+    lost.extra["w1"] = "\n\nrequeue_forgotten = false\n"  # what one person's command does, the worker's own part off
     try:
         lost.worker("w1")
         lost.start("fd", tasks=1)
@@ -368,6 +493,42 @@ def test_the_supervisor_alone_brings_back_what_a_broker_that_came_back_empty_for
         assert [started_runs(lost, sid) for sid in ("fs", "qs")] == [1, 1]
     finally:
         lost.tilth("h9", "daemon", "stop")
+        lost.cleanup()
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_brings_back_what_it_pushed_last_when_the_broker_comes_back_empty_and_nothing_else(tmp_path):
+    lost = Cluster(tmp_path, persistent=False)
+    broker = redis.Redis.from_url(lost.redis.url)
+    try:
+        lost.worker("w1")
+        lost.start("fin", tasks=1)
+        assert lost.wait("fin").returncode == 0
+        lost.start("back", tasks=2, held="T-2")
+        lost.reached("back", "T-2")
+        leaving = lost.workers.pop("w1")
+        leaving.send_signal(signal.SIGTERM)  # it stops at a safe point and pushes the session back as queued
+        lost.release("back", "T-2")
+        assert leaving.wait(60) == 0
+        lost.start("other", tasks=1)  # pushed by the machine that started it; no worker ran it
+        finished = git(lost.remote, "rev-parse", "refs/tilth/sessions/fin")
+        lost.redis.restart()
+        lost.worker("w1")
+        wait_until(lost.root, lambda: broker.hget("tilth:session:back", "state") is not None,
+                   "w1 to bring back the session it pushed last", 60)
+        waited = lost.wait("back")
+        assert waited.returncode == 0, waited.stdout + waited.stderr + log_of(lost, "w1")[-3000:]
+        assert lost.commits("back") == THREE[:2], "one commit per task"
+        assert broker.hget("tilth:session:fin", "state") == b"done", "known again as it ended"
+        assert git(lost.remote, "rev-parse", "refs/tilth/sessions/fin") == finished, "no job ran for fin"
+        assert started_runs(lost, "fin") == 1 and started_runs(lost, "back") == 2
+        assert broker.hget("tilth:session:other", "state") is None, "a session w1 never pushed is not w1's to vouch for"
+        assert not broker.exists("tilth:memory"), "a supervisor's recovery of the rest still follows"
+        assert "the broker came back empty: session back: queued on the remote; queued again" in log_of(lost, "w1")
+        resumed = lost.tilth("h9", "resume", "--forgotten")
+        assert "session other: queued on the remote; queued again" in resumed.stdout, resumed.stdout + resumed.stderr
+        assert lost.wait("other").returncode == 0
+    finally:
         lost.cleanup()
 
 

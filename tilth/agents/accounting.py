@@ -207,6 +207,13 @@ class Meter(Totals):
     run is killed there)."""
     check_caps: Callable[[str | None], None] | None = field(default=None, repr=False, compare=False)
     """Every cap (`Caps.check`), for a CLI agent run the wall clock stopped."""
+    halted: Callable[[], str | None] | None = field(default=None, repr=False, compare=False)
+    """Why the session must stop at once (`StopFlag.urgent`: its dispatched worker lost it), else None:
+    asked before and after every model call and on a CLI agent's every streamed line."""
+
+    def stop_if_halted(self) -> None:
+        if self.halted is not None and (why := self.halted()) is not None:
+            raise StopRequested(why)
 
     def crossing(self, cost_usd: float, tokens: int) -> str | None:
         """The cap (`max_spend_usd`, `max_tokens_total`) that a running call's `cost_usd` and `tokens`,
@@ -250,6 +257,7 @@ class Meter(Totals):
         events.emit("model_call", task_id, iteration, **data)
         if self.after_record is not None:
             self.after_record(task_id)
+        self.stop_if_halted()
 
 
 class Caps:

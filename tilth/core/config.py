@@ -167,7 +167,8 @@ class Settings(BaseModel):
     requeue_forgotten: bool = True
     """With `[dispatch]`: the supervisor looks every `maintenance_s` whether the broker came back empty
     (restarted without persistence) and, if so, does `tilth resume --forgotten` by itself: finished
-    sessions registered again as their record on the remote shows them, unfinished ones queued."""
+    sessions registered again as their record on the remote shows them, unfinished ones queued. A
+    `tilth worker` does the same for the sessions whose record on the remote it pushed last itself."""
     follow_pr: bool = False
     """The supervisor follows every open pull request tilth opened (`tilth follow ID --once` as its child,
     one at a time, every follow_poll_s per PR). Off by default: following runs agents and pushes to the

@@ -2,6 +2,8 @@
 
     tilth:sessions           SET     every dispatched session id
     tilth:memory             STRING  set once anything was registered: a broker without it came back empty
+    tilth:vouched:<machine>  STRING  this worker machine (a hash of its host and TILTH_HOME) brought back the
+                                     sessions it pushed last, once for this broker's life (`vouched.py`)
     tilth:session:<id>       HASH    the session's state as the broker knows it: `STATE_FIELDS`, declared once
     tilth:events:<id>        STREAM  the session's events.jsonl lines, field `e` (mirrored by the runner)
     tilth:lease:<id>         STRING  the worker token that runs the session; expires unless renewed

@@ -17,10 +17,10 @@ from tilth.store.events import EventLog, document
 
 log = logging.getLogger("tilth.dispatch")
 
-document({"lease_lost": ("a dispatched session's worker lost it to another worker and stops without pushing "
-                         "(written on the losing worker only); data: to (the other worker's token: host:pid:tag), "
-                         "how (holds: it holds the lease now; took: it took the session while this worker's "
-                         "lease had lapsed)", "to how")})
+document({"lease_lost": ("a dispatched session's worker lost it to another worker and stops without pushing, "
+                         "the attempt in flight at once (`attempt_cut`) (written on the losing worker only); data: "
+                         "to (the other worker's token: host:pid:tag), how (holds: it holds the lease now; took: it "
+                         "took the session while this worker's lease had lapsed)", "to how")})
 
 
 def wait_for_lease(broker: Broker, session_id: str, token: str) -> bool:
@@ -107,7 +107,7 @@ class Holding(threading.Thread):
         """The session is someone else's to run now (or nobody's: `hand_on` queues it again)."""
         self.lost = True
         log.error("session %s: %s", self.session_id, logged)
-        self.flag.set(reason)
+        self.flag.set(reason, at_once=True)  # the attempt in flight would only be refused: not one more model call
 
     def poll_stop(self) -> None:
         if not self.user_stop and (where := self.broker.stop_requested_on(self.session_id)):

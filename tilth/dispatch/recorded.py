@@ -88,10 +88,12 @@ def read(records: Path, session_id: str, branch_tip: str | None, secret: bytes |
     return Recorded(session_id, {**state, "id": session_id})
 
 
-def recover(broker: Broker, found: list[Recorded]) -> list[str]:
+def recover(broker: Broker, found: list[Recorded], whole: bool = True) -> list[str]:
     """Each forgotten session made known to the broker again from its record, and the unfinished ones
     queued: one line each saying what was done. A session another machine registered meanwhile (its
-    claim, one SADD, is taken once) and one a worker holds are not queued again."""
+    claim, one SADD, is taken once) and one a worker holds are not queued again. `whole`: these were
+    all it forgot, and the broker is marked as remembering (a worker recovering only the sessions it
+    pushed last leaves the mark, so a supervisor's recovery of the rest still follows)."""
     remote = broker.dispatch.remote
     lines = []
     for record in found:
@@ -114,5 +116,6 @@ def recover(broker: Broker, found: list[Recorded]) -> list[str]:
             broker.set_state(record.id, {**fields, "state": "queued"})
             job = enqueue(broker, record.id, remote)
             lines.append(f"session {record.id}: {record.said} on the remote; queued again for a worker (job {job})")
-    broker.remember()
+    if whole:
+        broker.remember()
     return lines

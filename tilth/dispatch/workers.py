@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import redis
 from rq import Queue, Worker
@@ -24,6 +25,7 @@ from tilth.core.processes import proc_stat
 from tilth.dispatch.broker import Broker, BrokerDown
 from tilth.dispatch.holding import sweep
 from tilth.dispatch.jobdata import SERIALIZER, TilthJob
+from tilth.dispatch.vouched import bring_back_own
 from tilth.store.home import tilth_home
 
 RESTART_BACKOFF_S = (1, 2, 5, 10, 30)
@@ -69,10 +71,13 @@ def work_here() -> int:
 
 
 def serve(concurrency: int) -> int:
-    """Keep `concurrency` workers running until SIGTERM/SIGINT, and sweep for sessions nobody holds
-    every `maintenance_s` (even while every worker here is busy with a session)."""
+    """Keep `concurrency` workers running until SIGTERM/SIGINT, and every `maintenance_s` (even while
+    every worker here is busy with a session) sweep for sessions nobody holds and, with
+    `requeue_forgotten`, bring back the sessions this machine pushed last if the broker came back empty."""
     stopping = threading.Event()
-    dispatch = load_settings(tilth_home()).dispatch
+    home = tilth_home()
+    settings = load_settings(home)
+    dispatch, vouching = settings.dispatch, settings.requeue_forgotten
     if dispatch is None:
         print("tilth worker: no [dispatch] section in config.toml", file=sys.stderr)
         return 2
@@ -105,6 +110,8 @@ def serve(concurrency: int) -> int:
             print(f"tilth worker: slot {slot} pid {children[slot].pid}{again}", flush=True)
         if time.monotonic() - swept >= dispatch.maintenance_s:
             swept = time.monotonic()
+            if vouching:
+                bring_back(broker, home)
             try:
                 sweep(broker)
             except BrokerDown:
@@ -125,6 +132,18 @@ def serve(concurrency: int) -> int:
                     pass
             child.wait()
     return 0
+
+
+def bring_back(broker: Broker, home: Path) -> None:
+    """`bring_back_own`, its lines in this worker's output; a failure is said and tried again next time,
+    never the end of the worker."""
+    try:
+        for line in bring_back_own(broker, home):
+            print(f"tilth worker: the broker came back empty: {line}", flush=True)
+    except BrokerDown:
+        pass
+    except Exception as exc:  # a remote or clone it cannot read now: the sessions wait for the next look
+        print(f"tilth worker: the sessions this machine pushed last are not brought back yet: {exc}", flush=True)
 
 
 def exit_reason(code: int, broker: Broker) -> str:

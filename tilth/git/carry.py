@@ -35,6 +35,9 @@ from tilth.git.worktree_git import session_git_dir, worktree_name
 FILES_REF = "refs/tilth/sessions/{}"
 BRANCH_REF = "refs/heads/session/{}"
 PUSHED_REF = "refs/tilth/pushed/{}"
+SENT_REF = "refs/tilth/sent/{}"
+"""The files snapshot this clone itself last pushed (never one it fetched): with `PUSHED_REF`, what a
+worker can vouch for when a broker forgot the session (`dispatch/vouched.py`)."""
 """In a worker's clone: the session branch's tip as the remote last had it (fetched or pushed), the
 lease its next push is forced against."""
 
@@ -242,6 +245,7 @@ def push_session(clone: Path, remote: str, session_id: str) -> None:
         tip = branch_tip(clone, session_id)
         if tip is not None:
             run(clone, "update-ref", PUSHED_REF.format(session_id), tip)
+        run(clone, "update-ref", SENT_REF.format(session_id), FILES_REF.format(session_id))
     else:
         said = proc.stdout + proc.stderr
         stale = STALE_REF.search(said)
@@ -250,6 +254,16 @@ def push_session(clone: Path, remote: str, session_id: str) -> None:
                               + (f" ({stale.group(0)})" if stale else ""))
         whole = " | ".join(line.strip() for line in said.splitlines() if line.strip()) or f"exit {proc.returncode}"
         raise GitFailed(f"git push to {remote} failed: {whole}")
+
+
+def last_sent(clone: Path, session_id: str) -> tuple[str, str | None] | None:
+    """(files snapshot, branch tip) as this clone itself last pushed them (the tip as last pushed or
+    fetched); None when it never pushed the session."""
+    refs = pygit2.Repository(str(clone)).references
+    sent, tip = refs.get(SENT_REF.format(session_id)), refs.get(PUSHED_REF.format(session_id))
+    if sent is None:
+        return None
+    return str(sent.target), None if tip is None else str(tip.target)
 
 
 def staged_patch(clone: Path, session_id: str, worktree: Path) -> bytes:

@@ -146,6 +146,7 @@ def prepare(paths: SessionPaths, settings: Settings, stop: StopFlag, resume: boo
     events.emit("session_started", backend=backend.label, pid=os.getpid(), resume=resume, caps=Caps.limits(settings))
     hooks = Hooks(hook_dirs(paths.home), Path(record.worktree), events, paths.id, sandbox.git_dir)
     caps = Caps(settings, meter, events, rollup.clock.seconds() or 0.0)
+    meter.halted = stop.urgent
     checks = CheckBundle.of_run(settings, record, sandbox)
     checks = replace(checks, baseline=ensure_baseline(paths, record, ws.repo, events, checks))
     return Run(ws, backend, settings, stop, caps, Sources(paths, ws.repo, settings, events), sandbox, checks, hooks)

@@ -22,6 +22,7 @@ from tilth.agents.hooks import Hooks
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, UsageLimited, WorkerJob
 from tilth.agents.verify import verify_rejection
 from tilth.core.config import Settings
+from tilth.core.errors import StopRequested
 from tilth.git.gitops import describe_diff, open_worktree, staged_diff
 from tilth.git.lane_worktrees import staged_tree
 from tilth.git.worktree_git import session_git_dir
@@ -54,6 +55,10 @@ document(
         "attempts_used_up": ("a task has had max_attempts_per_task_total attempts over all runs and fails without "
                              "another; raise TILTH_MAX_ATTEMPTS_PER_TASK_TOTAL and resume to give it more; "
                              "data: attempts, limit", "attempts limit"),
+        "attempt_cut": ("an attempt stopped inside it, after a model call, its CLI agent killed, or between the "
+                        "worker's turn and the evaluator, because the session must stop at once: its dispatched worker "
+                        "lost it (`lease_lost`, or its push refused) and whatever the attempt made would be refused; "
+                        "nothing of the attempt reaches the ledger; data: reason", "reason"),
         "worker_done": ("the worker returned; data: made_case, failed (why its agent process failed, when it did), "
                         "asked (the question it ended with instead of a case: the task parks)",
                         "made_case asked failed"),
@@ -133,6 +138,11 @@ def attempt(run: Run, task: Task) -> tuple[Outcome, LedgerEntry]:
             break
         try:
             entry = run_iteration(run, task)
+        except StopRequested:
+            if (why := run.stop.urgent()) is not None:
+                run.ws.events.emit("attempt_cut", task.id, len(read_entries(run.ws.paths.ledger_dir, task.id)) + 1,
+                                   reason=why)
+            raise
         except UsageLimited as limit:
             wait_out(run.ws, run.settings, run.stop, task.id, limit)
             run.stop.check()
@@ -162,6 +172,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     iteration = len(entries) + 1
     history = entries[-settings.ledger_entries:] if settings.ledger_entries else []
     case, failed = worker_turn(run, task, iteration, history)
+    run.stop.check_urgent()  # the worker's turn is over: no evaluator for an attempt that would be refused
     secrets = stage(ws, task, iteration)
     diff = staged_diff(ws.repo)
     summary = describe_diff(diff)
@@ -230,6 +241,7 @@ def evaluate(run: Run, task: Task, iteration: int, history: list[LedgerEntry], c
     kept = [CheckRun(command=c.command, exit_code=c.exit_code, excused=c.command in excused) for c in checks]
     if (refused := verify_rejection(verifies)) is not None:
         return refused, verifies, kept
+    run.stop.check_urgent()  # the checks may have run long
     prompt = evaluator_prompt(run.sources, task, iteration, case, diff, history, checks, verifies, excused)
     job = EvaluationJob(ws.record.id, task, iteration, worktree, prompt, case, diff, summary,
                         history, ws.events, checks, run.sandbox)

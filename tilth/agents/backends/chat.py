@@ -131,6 +131,7 @@ class ChatClient:
             retry_after = None
             status: int | None
             self.events.emit("model_waiting", task_id, iteration, role=self.role, model=self.model, attempt=attempt)
+            self.meter.stop_if_halted()  # a retry too: no call is made for a run that must stop
             try:
                 reply, usage = self._request(messages, tools, tool_choice)
                 outcome, status, retryable = ("ok", 200, False) if reply else ("empty_reply", 200, True)

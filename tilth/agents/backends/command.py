@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from tilth.agents.accounting import CapReached, Meter, Usage, call_cost
+from tilth.agents.accounting import Meter, Usage, call_cost
 from tilth.agents.backends.agent_process import Finished, run_agent
 from tilth.agents.backends.agent_stream import AgentReport, StreamReader, cut
 from tilth.agents.backends.final_answer import (EVALUATOR_ENDING, LEARNER_ENDING, WORKER_ENDING, built_case,
@@ -33,14 +33,16 @@ from tilth.agents.protocol import AgentFailed, EvaluationJob, LearningJob, Usage
 from tilth.agents.confinement import Confinement
 from tilth.agents.sandbox import amend
 from tilth.core.config import Settings
+from tilth.core.errors import StopRequested
 from tilth.store.events import EventLog, document
 from tilth.store.learnings import parse_proposals
 from tilth.store.ledger import Case, Question, Verdict
 
 document({
-    "agent_run": ("a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|null), "
-                  "duration_ms, stdout_bytes, stderr_bytes, case, verdict or answer (parsed|built|none), session (the "
-                  "agent's own session id), error, limit (a usage limit it hit), log",
+    "agent_run": ("a CLI agent ran once; data: role, agent, command, exit_code, stopped (timeout|too much output|<cap> "
+                  "reached|stopped at once: <why>|null), duration_ms, stdout_bytes, stderr_bytes, case, verdict or "
+                  "answer (parsed|built|none), session (the agent's own session id), error, limit (a usage limit it "
+                  "hit), log",
                   "role agent command exit_code stopped duration_ms stdout_bytes stderr_bytes case verdict answer session "
                   "error limit log"),
     "agent_started": ("a CLI agent was started and is running (`tilth status` and `tilth logs -f` say so until its "
@@ -115,7 +117,7 @@ class CliAgent:
         if self.name != "command" or _reported_usage(report):
             try:
                 self._account(role, at, report, spec.model, done)
-            except CapReached as exc:  # said after the run's own event
+            except StopRequested as exc:  # a cap, or a stop at once: said after the run's own event
                 capped = exc
         text = report.final_text if report.final_text is not None else ""
         failure = self._failure(report, done)
@@ -131,6 +133,7 @@ class CliAgent:
                            "resets_at": report.limit.resets_at.isoformat() if report.limit.resets_at else None})
         if capped is not None:
             raise capped
+        self.meter.stop_if_halted()  # its process group was killed for it (`_stepper`), usage reported or not
         if done.stopped == "max_wall_clock_s reached" and self.meter.check_caps is not None:
             self.meter.check_caps(at.task_id)
         if report.limit is not None:
@@ -141,10 +144,10 @@ class CliAgent:
 
     def _stepper(self, role: str, at: Where, reader: StreamReader, model: str | None
                  ) -> tuple[Callable[[dict[str, Any]], str | None], Callable[[], str | None] | None]:
-        """Each line's steps as events, and a reason to kill the agent once the usage read so far
-        takes the session over its spend or token cap: checked at every line and, for the usage an
-        agent writes to a file of its own (`reader.report()` reads it as it grows), on a timer
-        (None: no cap to check)."""
+        """Each line's steps as events, and a reason to kill the agent: the session must stop at once (its
+        lease lost), or the usage read so far takes it over its spend or token cap. Checked at every line and,
+        for the usage an agent writes to a file of its own (`reader.report()` reads it as it grows) and a
+        stop at once, on a timer (None: nothing to check)."""
         watch = self.meter.spend_limit is not None or self.meter.token_limit is not None
 
         def over_cap() -> str | None:
@@ -152,12 +155,17 @@ class CliAgent:
             cap = self.meter.crossing(call_cost(self.settings, name, usage)[0], usage.tokens)
             return None if cap is None else f"{cap} reached"
 
+        def stop_now() -> str | None:
+            if self.meter.halted is not None and (why := self.meter.halted()) is not None:
+                return f"stopped at once: {why}"
+            return over_cap() if watch else None
+
         def on_line(event: dict[str, Any]) -> str | None:
             for step in reader.feed(event):
                 at.events.emit("agent_step", at.task_id, at.iteration, role=role, agent=self.name, kind=step.kind,
                                name=step.name, text=step.text)
-            return over_cap() if watch else None
-        return on_line, over_cap if watch else None
+            return stop_now()
+        return on_line, stop_now if watch or self.meter.halted is not None else None
 
     def _usage(self, report: AgentReport, model: str | None) -> tuple[Usage, str]:
         usage = Usage.model_validate({"prompt_tokens": report.prompt_tokens, "completion_tokens": report.completion_tokens,
