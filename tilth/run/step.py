@@ -169,7 +169,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
     count = Census.of(run.checks, task, ws.paths.dir).counting(ws.repo, task.may_change, ws.events, task.id, iteration)
     if verdict is None:
-        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change, count)))
+        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change, count, diff)))
     checks: list[CheckRun] = []
     if verdict is None and case is not None:
         verdict, verifies, checks = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
