@@ -22,7 +22,7 @@ from tilth.agents.hooks import Hooks
 from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, UsageLimited, WorkerJob
 from tilth.agents.verify import verify_rejection
 from tilth.core.config import Settings
-from tilth.git.gitops import describe_diff, open_worktree, staged_diff
+from tilth.git.gitops import describe_diff, open_worktree
 from tilth.git.lane_worktrees import staged_tree
 from tilth.git.worktree_git import session_git_dir
 from tilth.run import lane_partials, stacking
@@ -162,8 +162,7 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     iteration = len(entries) + 1
     history = entries[-settings.ledger_entries:] if settings.ledger_entries else []
     case, failed = worker_turn(run, task, iteration, history)
-    secrets = stage(ws, task, iteration)
-    diff = staged_diff(ws.repo)
+    secrets, diff = stage(ws, task, iteration)
     summary = describe_diff(diff)
     verifies: list[VerifyResult] = []
     verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
