@@ -15,6 +15,20 @@ Targets (issue 13): within 1.5x of the floor at 20,000 files; under 100 ms above
 1,000 files; the last 10 tasks of a 200-task session within 1.2x of its first 10; a
 10,000-task plan within 2x of a 10-task plan; peak RSS of a foreground session <= 60 MiB.
 
+Measured 2026-11-28 (2 shared, loaded cores; medians of batches). `--sizes 20000 --batches 2`: floor
+87 ms, tilth 110 ms (1.26x; AlteredCraft's 248 ms), flatness 1.10, 10,000-task plan 1.60x, peak RSS
+70.7 MiB. The code before and after the index began keeping git's tree cache, side by side in one
+run (3 batches of 20 tasks): 20,000 files floor 91, before 139 (1.54x), after 89 ms; 1,000 files floor
+24, before 36, after 27 ms. Every stage had re-hashed every directory for the guard's census
+(~100 ms at 20,000 files); the index is now read only when its file changed and the attempt's
+staged diff is computed once. Peak RSS is not met: the libraries alone, imported as a session
+imports them, take 50.8 MiB (60.2 MiB with the openai SDK's type packages eager); above them are
+tilth's own modules (~6.5 MiB, most of it pydantic models: settings, the agent protocol, checks),
+the parts of the SDK, its HTTP stack and detect-secrets a session uses that the floor does not
+import (~3.5 MiB, with a 2.3 MiB TLS context the SDK's client builds even for an http:// endpoint),
+and the worktree's index, held for staging (~4 MiB at 20,000 files: 65.1 MiB at 2,000 files, 68.9
+at 20,000, as VmHWM of the session process).
+
 The other tilth (AlteredCraft's, PyPI `tilth` 0.2.0, in its own venv: `bench/rival.py`) runs
 in the same batches against the same kind of stub when it installs.
 
