@@ -258,7 +258,7 @@ def main() -> int:
     print(f"{'peak RSS of a foreground session (MiB)':<56} {peak:>6.1f}  <=60{'' if peak <= 60 else '  OVER'}")
     libraries = library_floor_mib()
     print(f"{'  of which its libraries alone, imported (MiB)':<56} {libraries:>6.1f}")
-    print(f"{'  above them: tilth, the SDK parts used, the repository (MiB)':<56} {peak - libraries:>6.1f}")
+    print(f"{'  above them: tilth, SDK parts used, the index (MiB)':<56} {peak - libraries:>6.1f}")
     return 0
 
 
