@@ -27,7 +27,10 @@ tilth's own modules (~6.5 MiB, most of it pydantic models: settings, the agent p
 the parts of the SDK, its HTTP stack and detect-secrets a session uses that the floor does not
 import (~3.5 MiB, with a 2.3 MiB TLS context the SDK's client builds even for an http:// endpoint),
 and the worktree's index, held for staging (~4 MiB at 20,000 files: 65.1 MiB at 2,000 files, 68.9
-at 20,000, as VmHWM of the session process).
+at 20,000, as VmHWM of the session process). The peak also grows with the session's length, as it
+did before these changes: ~60 KiB per task (2,000 files: 65.2 MiB after 6 tasks, 72.5 after 120),
+of which live Python objects are ~5 KiB and the git work ~3 KiB; not located yet (after malloc_trim
+4.6 MiB of it stays).
 
 The other tilth (AlteredCraft's, PyPI `tilth` 0.2.0, in its own venv: `bench/rival.py`) runs
 in the same batches against the same kind of stub when it installs.
