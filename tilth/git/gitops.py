@@ -66,9 +66,12 @@ def stage_all(repo: pygit2.Repository) -> list[str]:
 
     `add_all` refuses a nested repository, so on failure we stage path by path and skip
     the directories git reports as untracked repos (status keys ending in '/').
+    The index is re-read only when its file changed since it was last read or written (an agent's
+    own `git add`, another writer): re-parsing an unchanged 20,000-entry index cost ~15 ms and a
+    second copy of it in memory per stage.
     """
     index = repo.index
-    index.read()
+    index.read(force=False)
     try:
         index.add_all()
         nested: list[str] = []
@@ -79,8 +82,21 @@ def stage_all(repo: pygit2.Repository) -> list[str]:
         paths = [p for p in changed if not p.endswith("/")]
         if paths:
             index.add_all(paths)
+    keep_tree_cache(index)
     index.write()
     return nested
+
+
+def keep_tree_cache(index: pygit2.Index) -> None:
+    """Compute the index's tree before it is written, so the file keeps git's tree cache: the next
+    `index.read()` gets it back and `write_tree` (the guard's census, the commit) then hashes only the
+    directories an attempt changed. Without it, every stage re-hashed every directory of the tree
+    (~140 ms of ~230 ms of git work per task at 20,000 files). A tree that cannot be written here
+    (a conflicted index) is left to whoever writes it next to refuse, as before."""
+    try:
+        index.write_tree()
+    except pygit2.GitError:
+        pass
 
 
 def unstage(repo: pygit2.Repository, paths: list[str]) -> None:

@@ -42,10 +42,11 @@ Counter = Callable[[pygit2.Diff, list[FileChange]], Counted]
 
 
 def refused(repo: pygit2.Repository, protected: Iterable[str], may_change: Iterable[str],
-            count: Counter | None = None) -> list[Refusal]:
+            count: Counter | None = None, diff: pygit2.Diff | None = None) -> list[Refusal]:
     """The staged changes (HEAD -> index) the task may not keep; with `count`, tests the census finds
-    lost or newly skipped among them (an attempt's guard; a placeholder keeps to the diff's own rules)."""
-    diff = staged_diff(repo)
+    lost or newly skipped among them (an attempt's guard; a placeholder keeps to the diff's own rules).
+    `diff` is the staged diff when the caller already holds it (the index unchanged since)."""
+    diff = staged_diff(repo) if diff is None else diff
     changes = diff_changes(repo, diff)
     return refusals(changes, protected, may_change, links_leaving(repo, diff),
                     count(diff, changes) if count is not None else None)

@@ -24,7 +24,7 @@ from tilth.git.commits import done_message, failed_message, parked_message
 from tilth.git.gitops import (branch_tip, commit_staged, descends_from, ensure_head, first_parent_chain, move_branch,
                               soft_reset, stage_all)
 from tilth.run.keeping import Placeholder, leave_out
-from tilth.run.secret_gate import Added, withhold
+from tilth.run.secret_gate import Added, screened
 from tilth.store.answers import record_question
 from tilth.store.daily_memory import agent_label, note_outcome
 from tilth.store.events import EventLog, document
@@ -106,13 +106,14 @@ def guard_branch(ws: Workspace, task_id: str | None, iteration: int | None) -> N
     ws.events.emit("branch_repaired", task_id, iteration, was=tip, restored=ws.tip)
 
 
-def stage(ws: Workspace, task: Task, iteration: int) -> list[Added]:
-    """Stage the worktree; the secrets the change added (already replaced, `run/secret_gate.py`)."""
+def stage(ws: Workspace, task: Task, iteration: int) -> tuple[list[Added], pygit2.Diff]:
+    """Stage the worktree; the secrets the change added (already replaced, `run/secret_gate.py`), and
+    the staged diff (HEAD -> index) as it then is."""
     guard_branch(ws, task.id, iteration)
     nested = stage_all(ws.repo)
     if nested:
         ws.events.emit("nested_repo_skipped", task.id, iteration, paths=nested)
-    return withhold(ws.repo, Path(ws.record.worktree), ws.events, task.id, iteration)
+    return screened(ws.repo, Path(ws.record.worktree), ws.events, task.id, iteration)
 
 
 Outcome = Literal["done", "failed", "parked"]

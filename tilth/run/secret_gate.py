@@ -121,9 +121,17 @@ def withhold(repo: pygit2.Repository, worktree: Path, events: EventLog, task_id:
              iteration: int) -> list[Added]:
     """After staging: the secrets the staged change adds, each replaced in its worktree file (its
     text, its name) and restaged (a file that cannot be rewritten or renamed is left out of the index)."""
-    scanned = scan(repo, staged_diff(repo))
+    return screened(repo, worktree, events, task_id, iteration)[0]
+
+
+def screened(repo: pygit2.Repository, worktree: Path, events: EventLog, task_id: str,
+             iteration: int) -> tuple[list[Added], pygit2.Diff]:
+    """`withhold`, and the staged diff once it is done: the one it scanned when nothing was withheld
+    (the index is as it was), else the diff of the restaged index."""
+    diff = staged_diff(repo)
+    scanned = scan(repo, diff)
     if not scanned.found:
-        return []
+        return [], diff
     unchanged = [path for path, secrets in scanned.values.items() if not _rewrite(worktree, path, secrets)]
     for old, new in scanned.names.items():
         if old not in unchanged and not _rename(worktree, old, new):
@@ -133,7 +141,7 @@ def withhold(repo: pygit2.Repository, worktree: Path, events: EventLog, task_id:
         unstage(repo, unchanged)
     events.emit("secret_redacted", task_id, iteration, found=[vars(a) for a in scanned.found],
                 unchanged=[scanned.names.get(path, path) for path in unchanged])
-    return scanned.found
+    return scanned.found, staged_diff(repo)
 
 
 def _rewrite(worktree: Path, path: str, secrets: set[str]) -> bool:

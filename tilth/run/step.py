@@ -23,7 +23,7 @@ from tilth.agents.protocol import AgentFailed, Backend, EvaluationJob, UsageLimi
 from tilth.agents.verify import verify_rejection
 from tilth.core.config import Settings
 from tilth.core.errors import StopRequested
-from tilth.git.gitops import describe_diff, open_worktree, staged_diff
+from tilth.git.gitops import describe_diff, open_worktree
 from tilth.git.lane_worktrees import staged_tree
 from tilth.git.worktree_git import session_git_dir
 from tilth.run import lane_partials, stacking
@@ -173,14 +173,13 @@ def run_iteration(run: Run, task: Task) -> LedgerEntry:
     history = entries[-settings.ledger_entries:] if settings.ledger_entries else []
     case, failed = worker_turn(run, task, iteration, history)
     run.stop.check_urgent()  # the worker's turn is over: no evaluator for an attempt that would be refused
-    secrets = stage(ws, task, iteration)
-    diff = staged_diff(ws.repo)
+    secrets, diff = stage(ws, task, iteration)
     summary = describe_diff(diff)
     verifies: list[VerifyResult] = []
     verdict = secret_rejection(secrets) if secrets else failed or (NO_CASE if case is None else None)
     count = Census.of(run.checks, task, ws.paths.dir).counting(ws.repo, task.may_change, ws.events, task.id, iteration)
     if verdict is None:
-        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change, count)))
+        verdict = guard_rejection(grouped(refused(ws.repo, ws.protected_paths(), task.may_change, count, diff)))
     checks: list[CheckRun] = []
     if verdict is None and case is not None:
         verdict, verifies, checks = evaluate(run, task, iteration, history, case, diff.patch or "", summary)
