@@ -35,11 +35,11 @@ from tilth.git.worktree_git import session_git_dir, worktree_name
 FILES_REF = "refs/tilth/sessions/{}"
 BRANCH_REF = "refs/heads/session/{}"
 PUSHED_REF = "refs/tilth/pushed/{}"
+"""In a worker's clone: the session branch's tip as the remote last had it (fetched or pushed), the
+lease its next push is forced against."""
 SENT_REF = "refs/tilth/sent/{}"
 """The files snapshot this clone itself last pushed (never one it fetched): with `PUSHED_REF`, what a
 worker can vouch for when a broker forgot the session (`dispatch/vouched.py`)."""
-"""In a worker's clone: the session branch's tip as the remote last had it (fetched or pushed), the
-lease its next push is forced against."""
 
 
 class PushRefused(TilthError):

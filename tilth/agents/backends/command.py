@@ -97,7 +97,7 @@ class CliAgent:
             spec = launch(self.name, role, self.settings, prompt_file, at.sandbox, left)
             wrapper = amend(at.sandbox.wrapper, at.worktree, read_only=role != "worker", writable=spec.writable,
                             readable=([prompt_file] if spec.prompt_argument else []) + spec.readable)
-            on_line, over_cap = self._stepper(role, at, spec.reader, spec.model)
+            on_line, every_tick = self._stepper(role, at, spec.reader, spec.model)
             timeout, walled = self.settings.agent_timeout_s, False
             if self.meter.wall_deadline is not None and self.meter.wall_deadline - time.monotonic() < timeout:
                 timeout, walled = max(0.1, self.meter.wall_deadline - time.monotonic()), True
@@ -106,7 +106,7 @@ class CliAgent:
                 done = run_agent(wrapper + spec.argv, at.worktree, spec.env,
                                  prompt_file if spec.stdin_is_prompt else Path(os.devnull), timeout,
                                  at.events.path.parent / "agents", stem, on_line, max_processes=at.sandbox.max_processes,
-                                 plain_lines=spec.plain_output, every_tick=over_cap)
+                                 plain_lines=spec.plain_output, every_tick=every_tick)
             except OSError as exc:
                 raise AgentFailed(f"could not start the {self.name} agent {spec.argv[0]}: {exc.strerror or exc}") from None
         if walled and done.stopped == "timeout":
